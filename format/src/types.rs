@@ -1,0 +1,285 @@
+//! The record model of a trace: what the recorder writes and the analyzer reads.
+//!
+//! Every time is u64 nanoseconds on CLOCK_MONOTONIC, relative to the trace's clock anchor
+//! ([`ClockAnchor::mono_ns`]). Types here are plain data; how they are laid out in bytes is the
+//! business of the codec module and docs/FORMAT.md.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// CLOCK_MONOTONIC and CLOCK_REALTIME read back to back when the trace was opened, so event
+/// times (monotonic, relative to `mono_ns`) can be mapped to wall-clock time and other logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClockAnchor {
+    /// CLOCK_MONOTONIC in ns at the anchor.
+    pub mono_ns: u64,
+    /// CLOCK_REALTIME in ns since the Unix epoch at the anchor.
+    pub realtime_ns: u64,
+}
+
+/// Fixed facts about the file, written first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Header {
+    /// Format major version; a reader refuses a major it does not know.
+    pub major: u16,
+    /// Format minor version; additions a v1 reader may ignore.
+    pub minor: u16,
+    /// Clock anchor of every event time in the file.
+    pub anchor: ClockAnchor,
+    /// Host name of the recording machine.
+    pub host: String,
+    /// Shard id when one run is recorded by several processes (0 otherwise).
+    pub shard: u32,
+}
+
+/// Whether a request counts in the measurement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[repr(u8)]
+pub enum Phase {
+    /// Sent to warm the server; excluded from metrics by default.
+    Warmup = 0,
+    /// Part of the measurement.
+    Measured = 1,
+}
+
+/// How a request ended, as a class; the message is in [`RequestRecord::error`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[repr(u8)]
+pub enum Outcome {
+    /// Stream completed (or a non-stream response arrived) with HTTP success.
+    Ok = 0,
+    /// The server answered with HTTP status >= 400.
+    HttpError = 1,
+    /// No connection could be made (refused, DNS, TLS handshake).
+    ConnectError = 2,
+    /// The connection broke after the response started (reset, EOF mid-event).
+    StreamError = 3,
+    /// The whole-request timeout fired.
+    Timeout = 4,
+    /// No first output arrived within the TTFT timeout.
+    TtftTimeout = 5,
+    /// An event could not be parsed as the API's JSON.
+    Malformed = 6,
+    /// A line exceeded the configured size limit.
+    Oversize = 7,
+    /// The run was interrupted while the request was in flight.
+    Cancelled = 8,
+    /// The stream ended without `[DONE]` (content may still be complete).
+    MissingDone = 9,
+    /// Anything else.
+    Other = 10,
+}
+
+impl Outcome {
+    /// Every outcome, in code order.
+    pub const ALL: [Outcome; 11] = [
+        Outcome::Ok,
+        Outcome::HttpError,
+        Outcome::ConnectError,
+        Outcome::StreamError,
+        Outcome::Timeout,
+        Outcome::TtftTimeout,
+        Outcome::Malformed,
+        Outcome::Oversize,
+        Outcome::Cancelled,
+        Outcome::MissingDone,
+        Outcome::Other,
+    ];
+
+    /// The stable lower-case name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::HttpError => "http_error",
+            Outcome::ConnectError => "connect_error",
+            Outcome::StreamError => "stream_error",
+            Outcome::Timeout => "timeout",
+            Outcome::TtftTimeout => "ttft_timeout",
+            Outcome::Malformed => "malformed",
+            Outcome::Oversize => "oversize",
+            Outcome::Cancelled => "cancelled",
+            Outcome::MissingDone => "missing_done",
+            Outcome::Other => "other",
+        }
+    }
+
+    /// Decode a code byte.
+    pub fn from_code(code: u8) -> Option<Outcome> {
+        Outcome::ALL.get(code as usize).copied()
+    }
+}
+
+/// What one SSE event carried, as the recorder classified it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[repr(u8)]
+pub enum Channel {
+    /// The role announcement (`delta.role` with no text).
+    Role = 0,
+    /// Reasoning text (`reasoning_content` or `reasoning`).
+    Reasoning = 1,
+    /// Visible content text.
+    Content = 2,
+    /// Tool-call deltas.
+    Tool = 3,
+    /// A usage-only event (empty choices with `usage`).
+    Usage = 4,
+    /// A choice with `finish_reason` and no text.
+    Finish = 5,
+    /// The `[DONE]` sentinel.
+    Done = 6,
+    /// An error object sent inside the stream.
+    Error = 7,
+    /// Anything else (empty deltas, comments-only events are not recorded).
+    Other = 8,
+}
+
+impl Channel {
+    /// Every channel, in code order.
+    pub const ALL: [Channel; 9] = [
+        Channel::Role,
+        Channel::Reasoning,
+        Channel::Content,
+        Channel::Tool,
+        Channel::Usage,
+        Channel::Finish,
+        Channel::Done,
+        Channel::Error,
+        Channel::Other,
+    ];
+
+    /// The stable lower-case name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Channel::Role => "role",
+            Channel::Reasoning => "reasoning",
+            Channel::Content => "content",
+            Channel::Tool => "tool",
+            Channel::Usage => "usage",
+            Channel::Finish => "finish",
+            Channel::Done => "done",
+            Channel::Error => "error",
+            Channel::Other => "other",
+        }
+    }
+
+    /// Decode a code byte.
+    pub fn from_code(code: u8) -> Option<Channel> {
+        Channel::ALL.get(code as usize).copied()
+    }
+}
+
+/// Token counts the server reported (`usage`), each absent when not sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// `usage.prompt_tokens`.
+    pub prompt_tokens: Option<u32>,
+    /// `usage.completion_tokens` (includes reasoning tokens on most servers).
+    pub completion_tokens: Option<u32>,
+    /// `usage.completion_tokens_details.reasoning_tokens`.
+    pub reasoning_tokens: Option<u32>,
+    /// `usage.prompt_tokens_details.cached_tokens`.
+    pub cached_tokens: Option<u32>,
+}
+
+/// One streamed SSE event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkRecord {
+    /// When the bytes holding the event's end were read, before any parsing (ns from anchor).
+    pub arrival_ns: u64,
+    /// 0-based index of the body read (frame) of this response that completed the event;
+    /// events sharing a read share its arrival time.
+    pub read_index: u32,
+    /// Bytes of the event on the wire (its `data:` lines and terminator).
+    pub bytes: u32,
+    /// What the event carried.
+    pub channel: Channel,
+    /// UTF-8 bytes of text (reasoning, content or tool arguments) in the event.
+    pub text_len: u32,
+    /// Tokens in the event when known (per-chunk usage delta or logprobs count).
+    pub tokens: Option<u32>,
+    /// The text (with `--capture text`) or the raw payload (with `--capture raw`).
+    pub text: Option<String>,
+}
+
+/// One request and everything that happened to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    /// Unique within the trace; sent as `X-Request-ID`.
+    pub id: u64,
+    /// Warmup or measured.
+    pub phase: Phase,
+    /// Trial number within a run (0 when the run has one trial).
+    pub trial: u32,
+    /// When the schedule meant the request to start.
+    pub intended_ns: u64,
+    /// When the request was actually handed to the connection.
+    pub send_ns: u64,
+    /// When the response headers arrived (None if they never did).
+    pub headers_ns: Option<u64>,
+    /// When the request ended (stream end, error, timeout or cancellation).
+    pub end_ns: u64,
+    /// HTTP status (0 when no response arrived).
+    pub http_status: u16,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Error text (first KiB of an error body, the I/O error, …), None on success.
+    pub error: Option<String>,
+    /// Server-reported usage.
+    pub usage: Usage,
+    /// The last `finish_reason` seen.
+    pub finish_reason: Option<String>,
+    /// 64-bit hash of the prompt bytes as sent (xxh3).
+    pub prompt_hash: u64,
+    /// Prompt length in bytes.
+    pub prompt_bytes: u32,
+    /// 64-bit hash of the concatenated output text (reasoning and content, xxh3).
+    pub output_hash: u64,
+    /// Output text length in bytes.
+    pub output_bytes: u32,
+    /// Input tokens the workload planned (None for prompt files without a target).
+    pub planned_input_tokens: Option<u32>,
+    /// Selected response headers (lower-case name, value), e.g. server timing or request ids.
+    pub response_headers: Vec<(String, String)>,
+    /// Every streamed event, in arrival order.
+    pub chunks: Vec<ChunkRecord>,
+}
+
+/// The run's description, written once after the header as UTF-8 JSON.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// tokentrace version that wrote the file.
+    pub tool_version: String,
+    /// Command line with secrets removed.
+    pub argv: Vec<String>,
+    /// Base URL (…/v1).
+    pub base_url: String,
+    /// `chat` or `completions` (or the importer's source kind).
+    pub api: String,
+    /// Model name sent.
+    pub model: String,
+    /// Workload settings (input/output tokens, prompt source, capture, …).
+    pub workload: BTreeMap<String, serde_json::Value>,
+    /// Load settings (concurrency, rate, arrival, duration, warmup, …).
+    pub load: BTreeMap<String, serde_json::Value>,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// Free-form labels (engine, gpu, tier, serve flags…).
+    pub labels: BTreeMap<String, String>,
+    /// Wall-clock start (ns since the Unix epoch).
+    pub start_realtime_ns: u64,
+    /// Anything else a writer wants to keep (import provenance, TLS settings…).
+    pub extra: BTreeMap<String, serde_json::Value>,
+}
+
+/// Facts known only when the run ends, written by `finish()` before the index.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunEnd {
+    /// Wall-clock end (ns since the Unix epoch).
+    pub end_realtime_ns: u64,
+    /// Monotonic end (ns from the anchor).
+    pub end_ns: u64,
+    /// Why the run stopped (`completed`, `duration`, `interrupted`, `error: …`).
+    pub reason: String,
+    /// The client's own health during the run (CPU time, peak RSS, scheduling lag, …).
+    pub client_health: BTreeMap<String, serde_json::Value>,
+}

@@ -1,0 +1,9 @@
+//! One module per subcommand: its arguments and a `run` that calls the library crates.
+
+pub mod analyze;
+pub mod demo;
+pub mod diff;
+pub mod inspect;
+pub mod protocols;
+pub mod record;
+pub mod sim;

@@ -1,0 +1,51 @@
+//! The `tokentrace` command line: parses arguments and calls the crates that do the work.
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+
+/// Record raw LLM streaming traces once; measure them under any protocol afterwards.
+#[derive(Parser)]
+#[command(name = "tokentrace", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start the simulator, record a short run, and print the analyzer's report.
+    Demo(cmd::demo::Args),
+    /// Record a load run against an OpenAI-compatible endpoint into a trace.
+    Record(cmd::record::Args),
+    /// Derive metrics from one or more traces under a protocol.
+    Analyze(cmd::analyze::Args),
+    /// List the protocols, or print one's definitions.
+    Protocols(cmd::protocols::Args),
+    /// Compare two traces under one protocol.
+    Diff(cmd::diff::Args),
+    /// Show a trace's header, manifest, counts and integrity.
+    Inspect(cmd::inspect::Args),
+    /// Run the OpenAI-compatible engine simulator.
+    Sim(cmd::sim::Args),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Demo(args) => cmd::demo::run(args),
+        Command::Record(args) => cmd::record::run(args),
+        Command::Analyze(args) => cmd::analyze::run(args),
+        Command::Protocols(args) => cmd::protocols::run(args),
+        Command::Diff(args) => cmd::diff::run(args),
+        Command::Inspect(args) => cmd::inspect::run(args),
+        Command::Sim(args) => cmd::sim::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
