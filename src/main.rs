@@ -20,10 +20,15 @@ enum Command {
     Record(cmd::record::Args),
     /// Derive metrics from one or more traces under a protocol.
     Analyze(cmd::analyze::Args),
+    /// Find the highest concurrency that meets latency SLOs, per workload (or re-judge a
+    /// recorded search offline with --reanalyze DIR).
+    Capacity(cmd::capacity::Args),
     /// List the protocols, or print one's definitions.
     Protocols(cmd::protocols::Args),
     /// Compare two traces under one protocol.
     Diff(cmd::diff::Args),
+    /// Import another tool's raw export (AIPerf, vllm bench serve) as a trace.
+    Import(cmd::import::Args),
     /// Show a trace's header, manifest, counts and integrity.
     Inspect(cmd::inspect::Args),
     /// Run the OpenAI-compatible engine simulator.
@@ -36,8 +41,10 @@ fn main() -> std::process::ExitCode {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Record(args) => cmd::record::run(args),
         Command::Analyze(args) => cmd::analyze::run(args),
+        Command::Capacity(args) => cmd::capacity::run(args),
         Command::Protocols(args) => cmd::protocols::run(args),
         Command::Diff(args) => cmd::diff::run(args),
+        Command::Import(args) => cmd::import::run(args),
         Command::Inspect(args) => cmd::inspect::run(args),
         Command::Sim(args) => cmd::sim::run(args),
     };

@@ -3,6 +3,21 @@
 //!
 //! Nothing here speaks to the network. docs/FORMAT.md specifies every byte.
 
+pub mod block;
+pub mod clock;
+mod codec;
+pub mod error;
+pub mod frame;
+pub mod integrity;
+pub mod reader;
+pub mod synthetic;
 pub mod types;
+pub mod writer;
 
+pub use block::{ChunkColumns, DecodedBlock, RequestMeta};
+pub use clock::{mono_now_ns, realtime_now_ns};
+pub use error::FormatError;
+pub use integrity::{Integrity, Skipped};
+pub use reader::{BlockInfo, TraceReader};
 pub use types::*;
+pub use writer::{RecordSender, TraceWriter, WriterConfig, WriterStats};

@@ -1,3 +1,28 @@
 //! The recorder: a minimal-overhead load generator for OpenAI-compatible streaming endpoints.
 //! It timestamps every body read before parsing anything, classifies SSE events, and hands
 //! whole requests to the trace writer thread.
+//!
+//! In-process callers build a [`RecordConfig`] and call [`run`] (or [`run_async`] from inside
+//! a tokio runtime); the command line only maps its arguments onto the config.
+
+pub mod body;
+pub mod calibrate;
+pub mod classify;
+pub mod config;
+pub mod error;
+pub mod health;
+pub mod http;
+pub mod load;
+pub mod manifest;
+pub mod progress;
+pub mod prompts;
+pub mod run;
+pub mod schedule;
+pub mod sse;
+pub mod stream;
+
+pub use config::{
+    Api, Arrival, Capture, HttpVersion, Load, ProgressMode, PromptSource, RecordConfig,
+};
+pub use error::RecordError;
+pub use run::{run, run_async, RunSummary};

@@ -1,12 +1,164 @@
-//! `tokentrace analyze`.
+//! `tokentrace analyze`: metrics of one or more traces under a protocol.
 
+use anyhow::Context;
+use serde_json::{Map, Value};
+use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use tokentrace_analyzer::analysis::{self, Analysis, AnalyzeOptions};
+use tokentrace_analyzer::dataset::Dataset;
+use tokentrace_analyzer::groups::{self, GroupBy};
+use tokentrace_analyzer::protocol::{builtin, Protocol};
+use tokentrace_analyzer::report::{self, requests, table};
+use tokentrace_analyzer::slo::Slo;
+
+/// Output formats of `analyze`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// A readable table of every metric's statistics.
+    Table,
+    /// The protocol's report, pretty JSON with keys in protocol order.
+    Json,
+    /// One CSV row per request.
+    Csv,
+    /// One JSON object per request per line.
+    Jsonl,
+}
 
 /// Arguments of `tokentrace analyze`.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Trace files (several: analyzed together, or side by side with --group-by).
+    #[arg(required = true)]
+    pub traces: Vec<PathBuf>,
+    /// Protocol name (see `tokentrace protocols`).
+    #[arg(long, short = 'p')]
+    pub protocol: Option<String>,
+    /// A TOML file defining a protocol (see docs/PROTOCOLS.md, "Your own protocol").
+    #[arg(long)]
+    pub protocol_file: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Write to this file instead of standard output.
+    #[arg(long, short = 'o')]
+    pub output: Option<PathBuf>,
+    /// Analyze groups side by side: `trace` or `label:KEY` (default: all traces together).
+    #[arg(long, default_value = "all")]
+    pub group_by: String,
+    /// A service-level objective, e.g. `ttft:p95<500ms` (repeatable); drives goodput.
+    #[arg(long = "slo")]
+    pub slos: Vec<String>,
+    /// Count warmup requests too.
+    #[arg(long)]
+    pub include_warmup: bool,
+}
 
 /// Runs `tokentrace analyze`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`tokentrace analyze` is not available yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let protocol = builtin::resolve(args.protocol.as_deref(), args.protocol_file.as_deref())?;
+    let group_by = GroupBy::parse(&args.group_by).map_err(anyhow::Error::msg)?;
+    let options = options(&protocol, &args.slos, args.include_warmup)?;
+    let dataset = Dataset::load(&args.traces, analysis::facts_options(&protocol, &options))?;
+    for trace in &dataset.traces {
+        for warning in &trace.warnings {
+            eprintln!("warning: {}: {warning}", trace.path.display());
+        }
+    }
+    let text = render(&protocol, &dataset, &group_by, &options, args.format)?;
+    match &args.output {
+        Some(path) => {
+            std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?
+        }
+        None => std::io::stdout().lock().write_all(text.as_bytes())?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Parses the SLOs against the protocol.
+pub fn options(
+    protocol: &Protocol,
+    slos: &[String],
+    include_warmup: bool,
+) -> anyhow::Result<AnalyzeOptions> {
+    let slos = slos
+        .iter()
+        .map(|text| Slo::parse(text).and_then(|slo| slo.resolve(protocol)))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(AnalyzeOptions {
+        include_warmup,
+        slos,
+    })
+}
+
+/// The whole output of `analyze` as text.
+fn render(
+    protocol: &Protocol,
+    dataset: &Dataset,
+    group_by: &GroupBy,
+    options: &AnalyzeOptions,
+    format: Format,
+) -> anyhow::Result<String> {
+    let groups = groups::groups(dataset, group_by);
+    let grouped = *group_by != GroupBy::All;
+    let analyses: Vec<(String, Analysis<'_>)> = groups
+        .iter()
+        .map(|(name, traces)| {
+            (
+                name.clone(),
+                Analysis::new(protocol, dataset, traces, options),
+            )
+        })
+        .collect();
+    let mut out = Vec::new();
+    match format {
+        Format::Table => {
+            for (i, (name, analysis)) in analyses.iter().enumerate() {
+                if i > 0 {
+                    out.push(b'\n');
+                }
+                let title = if grouped {
+                    format!("[{name}] ")
+                } else {
+                    String::new()
+                };
+                out.extend_from_slice(table::render(analysis, &title).as_bytes());
+            }
+        }
+        Format::Json => {
+            let value = if grouped {
+                let map: Map<String, Value> = analyses
+                    .iter()
+                    .map(|(name, a)| (name.clone(), report::json_report(a)))
+                    .collect();
+                serde_json::json!({ "groups": map })
+            } else {
+                analyses
+                    .first()
+                    .map(|(_, a)| report::json_report(a))
+                    .unwrap_or(Value::Null)
+            };
+            serde_json::to_writer_pretty(&mut out, &value)?;
+            out.push(b'\n');
+        }
+        Format::Csv | Format::Jsonl => {
+            let mut rows = Vec::new();
+            for (name, analysis) in &analyses {
+                for row in requests::rows(analysis) {
+                    let mut with_group = Map::new();
+                    if grouped {
+                        with_group.insert("group".into(), Value::String(name.clone()));
+                    }
+                    with_group.extend(row);
+                    rows.push(with_group);
+                }
+            }
+            if format == Format::Csv {
+                requests::write_csv(&rows, &mut out)?;
+            } else {
+                requests::write_jsonl(&rows, &mut out)?;
+            }
+        }
+    }
+    Ok(String::from_utf8(out)?)
 }

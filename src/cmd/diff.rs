@@ -1,12 +1,133 @@
-//! `tokentrace diff`.
+//! `tokentrace diff`: the same protocol on two runs; per metric the change and whether it is
+//! beyond noise. Exit status 0 either way (a comparison is not a failure); use the JSON
+//! `beyond_noise` fields to gate CI.
 
+use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use tokentrace_analyzer::analysis::{self, Analysis};
+use tokentrace_analyzer::compare::{self, CompareOptions, MetricChange};
+use tokentrace_analyzer::dataset::Dataset;
+use tokentrace_analyzer::protocol::builtin;
 
 /// Arguments of `tokentrace diff`.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The baseline trace.
+    pub a: PathBuf,
+    /// The trace compared with it.
+    pub b: PathBuf,
+    /// Protocol name (see `tokentrace protocols`).
+    #[arg(long, short = 'p')]
+    pub protocol: Option<String>,
+    /// A TOML file defining a protocol.
+    #[arg(long)]
+    pub protocol_file: Option<PathBuf>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Bootstrap resamples.
+    #[arg(long, default_value_t = 1000)]
+    pub resamples: usize,
+    /// Confidence level of the intervals (and 1 - significance of the test).
+    #[arg(long, default_value_t = 0.95)]
+    pub confidence: f64,
+    /// Seed of the bootstrap.
+    #[arg(long, default_value_t = 0x5eed)]
+    pub seed: u64,
+    /// Count warmup requests too.
+    #[arg(long)]
+    pub include_warmup: bool,
+}
 
 /// Runs `tokentrace diff`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`tokentrace diff` is not available yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if !(0.5..1.0).contains(&args.confidence) {
+        anyhow::bail!("--confidence must be in [0.5, 1)");
+    }
+    let protocol = builtin::resolve(args.protocol.as_deref(), args.protocol_file.as_deref())?;
+    let options = super::analyze::options(&protocol, &[], args.include_warmup)?;
+    let facts = analysis::facts_options(&protocol, &options);
+    let a = Dataset::load(std::slice::from_ref(&args.a), facts)?;
+    let b = Dataset::load(std::slice::from_ref(&args.b), facts)?;
+    let (aa, ab) = (
+        Analysis::new(&protocol, &a, &[0], &options),
+        Analysis::new(&protocol, &b, &[0], &options),
+    );
+    let compare_options = CompareOptions {
+        resamples: args.resamples,
+        confidence: args.confidence,
+        seed: args.seed,
+        ..CompareOptions::default()
+    };
+    let changes = compare::compare(&aa, &ab, &compare_options);
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let value = serde_json::json!({
+            "protocol": protocol.name,
+            "a": a.traces[0].label,
+            "b": b.traces[0].label,
+            "confidence": args.confidence,
+            "resamples": args.resamples,
+            "metrics": changes.iter().map(MetricChange::to_json).collect::<Vec<_>>(),
+        });
+        serde_json::to_writer_pretty(&mut out, &value)?;
+        writeln!(out)?;
+    } else {
+        write!(
+            out,
+            "{}",
+            table(
+                &protocol.name,
+                &a.traces[0].label,
+                &b.traces[0].label,
+                &changes,
+                args.confidence
+            )
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn table(protocol: &str, a: &str, b: &str, changes: &[MetricChange], confidence: f64) -> String {
+    let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
+    let width = changes
+        .iter()
+        .map(|c| c.metric.len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    let mut s = format!("protocol {protocol} · A = {a} · B = {b}\n");
+    s += &format!(
+        "{:<width$} {:>11} {:>11} {:>9} {:>25} {:>9}  verdict\n",
+        "metric",
+        "median A",
+        "median B",
+        "change",
+        format!("{:.0}% CI of B-A", confidence * 100.0),
+        "p (MWU)"
+    );
+    for c in changes {
+        let change = c
+            .median_change_pct()
+            .map_or("-".to_string(), |p| format!("{p:+.1}%"));
+        let ci = c
+            .median_diff_ci
+            .map_or("-".to_string(), |(lo, hi)| format!("[{lo:.3}, {hi:.3}]"));
+        let verdict = if c.beyond_noise {
+            format!("{} (beyond noise)", c.direction)
+        } else {
+            "within noise".into()
+        };
+        s += &format!(
+            "{:<width$} {:>11} {:>11} {:>9} {:>25} {:>9}  {verdict}\n",
+            c.metric,
+            fmt(c.median.0),
+            fmt(c.median.1),
+            change,
+            ci,
+            c.p_value.map_or("-".to_string(), |p| format!("{p:.4}")),
+        );
+    }
+    s
 }

@@ -1,8 +1,10 @@
 //! One module per subcommand: its arguments and a `run` that calls the library crates.
 
 pub mod analyze;
+pub mod capacity;
 pub mod demo;
 pub mod diff;
+pub mod import;
 pub mod inspect;
 pub mod protocols;
 pub mod record;

@@ -1,12 +1,315 @@
-//! `tokentrace record`.
+//! `tokentrace record`: maps command-line arguments onto a `RecordConfig` and runs it.
 
+use anyhow::{bail, Context};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+use tokentrace_recorder::{
+    Api, Arrival, Capture, HttpVersion, Load, ProgressMode, PromptSource, RecordConfig,
+};
 
 /// Arguments of `tokentrace record`.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Base URL of the OpenAI-compatible API, ending in /v1 (http or https).
+    #[arg(long)]
+    url: String,
+    /// Model name to send.
+    #[arg(long)]
+    model: String,
+    /// Which API to stream from.
+    #[arg(long, value_enum, default_value_t = ApiArg::Chat)]
+    api: ApiArg,
+    /// Trace file to write.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Environment variable holding the API key (default: OPENAI_API_KEY when it is set).
+    /// The key is sent as a bearer token and never stored.
+    #[arg(long, value_name = "NAME")]
+    api_key_env: Option<String>,
+    /// Extra request header 'Name: value' (repeatable).
+    #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
+    headers: Vec<String>,
+    /// HTTP version: auto (HTTP/2 when TLS negotiates it), 1 or 2 (prior knowledge on http).
+    #[arg(long, value_enum, default_value_t = HttpArg::Auto)]
+    http: HttpArg,
+    /// PEM file of extra CA certificates to trust.
+    #[arg(long, value_name = "FILE")]
+    ca_cert: Option<PathBuf>,
+    /// Do not verify the server certificate (recorded in the manifest).
+    #[arg(long)]
+    insecure: bool,
+    /// Measured requests to send (default 100 unless --duration is given).
+    #[arg(long)]
+    requests: Option<u64>,
+    /// Warmup requests sent first, recorded with phase=warmup.
+    #[arg(long, default_value_t = 0)]
+    warmup: u64,
+    /// Stop sending after this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    duration: Option<f64>,
+    /// Synthetic prompts of this many tokens, as the server counts them (default 128).
+    #[arg(long, conflicts_with = "prompts")]
+    input_tokens: Option<u32>,
+    /// JSONL prompt file: {"prompt": "..."} or {"messages": [...]} per line.
+    #[arg(long, value_name = "FILE")]
+    prompts: Option<PathBuf>,
+    /// max_tokens of every request.
+    #[arg(long, default_value_t = 128)]
+    max_tokens: u32,
+    /// Ask the server to ignore end-of-sequence (generate exactly max_tokens).
+    #[arg(long)]
+    ignore_eos: bool,
+    /// JSON object merged into every request body (overrides generated keys).
+    #[arg(long, value_name = "JSON")]
+    extra_body: Option<String>,
+    /// `reasoning_effort` to send (e.g. low, medium, high).
+    #[arg(long)]
+    reasoning_effort: Option<String>,
+    /// Send chat_template_kwargs.enable_thinking (on/off) for engines that switch reasoning.
+    #[arg(long, value_enum)]
+    thinking: Option<OnOff>,
+    /// Usage to ask for: none, final (include_usage) or continuous (also per chunk).
+    #[arg(long, value_enum, default_value_t = UsageArg::Continuous)]
+    usage: UsageArg,
+    /// Seed of every random choice (prompts, arrivals).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Closed loop: requests in flight at once (ignored with --rate).
+    #[arg(long, default_value_t = 1)]
+    concurrency: usize,
+    /// Open loop: mean requests per second.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Open-loop inter-arrival distribution.
+    #[arg(long, value_enum, default_value_t = ArrivalArg::Poisson)]
+    arrival: ArrivalArg,
+    /// Gamma shape for --arrival gamma (< 1 burstier than Poisson, > 1 smoother).
+    #[arg(long, default_value_t = 1.0)]
+    burstiness: f64,
+    /// Whole-request timeout in seconds.
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<f64>,
+    /// Timeout until the first output, in seconds.
+    #[arg(long, value_name = "SECONDS")]
+    ttft_timeout: Option<f64>,
+    /// Seconds in-flight requests get after Ctrl-C before they are cancelled.
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
+    grace: f64,
+    /// Text kept in the trace: none (lengths and hashes), text, or raw event payloads.
+    #[arg(long, value_enum, default_value_t = CaptureArg::None)]
+    capture: CaptureArg,
+    /// Longest SSE line accepted, in bytes.
+    #[arg(long, default_value_t = 1 << 20)]
+    max_line_bytes: usize,
+    /// Manifest label key=value (repeatable), e.g. engine=vllm gpu=h100.
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    labels: Vec<String>,
+    /// Progress display.
+    #[arg(long, value_enum, default_value_t = ProgressArg::Auto)]
+    progress: ProgressArg,
+    /// Client worker threads.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Trial number written into every request.
+    #[arg(long, default_value_t = 0)]
+    trial: u32,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ApiArg {
+    Chat,
+    Completions,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum HttpArg {
+    Auto,
+    #[value(name = "1")]
+    One,
+    #[value(name = "2")]
+    Two,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum OnOff {
+    On,
+    Off,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum UsageArg {
+    None,
+    Final,
+    Continuous,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ArrivalArg {
+    Constant,
+    Poisson,
+    Gamma,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum CaptureArg {
+    None,
+    Text,
+    Raw,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ProgressArg {
+    Auto,
+    Plain,
+    Off,
+}
+
+fn seconds(name: &str, value: Option<f64>) -> anyhow::Result<Option<Duration>> {
+    value
+        .map(|s| {
+            Duration::try_from_secs_f64(s).with_context(|| format!("{name} {s}: not a duration"))
+        })
+        .transpose()
+}
+
+fn config_from(args: Args) -> anyhow::Result<RecordConfig> {
+    let mut config = RecordConfig::new(args.url, args.model, args.output);
+    config.api = match args.api {
+        ApiArg::Chat => Api::Chat,
+        ApiArg::Completions => Api::Completions,
+    };
+    let key_var = args
+        .api_key_env
+        .unwrap_or_else(|| "OPENAI_API_KEY".to_string());
+    config.api_key = std::env::var(&key_var).ok().filter(|k| !k.is_empty());
+    for header in &args.headers {
+        let Some((name, value)) = header.split_once(':') else {
+            bail!("--header must look like 'Name: value'");
+        };
+        config
+            .headers
+            .push((name.trim().to_string(), value.trim().to_string()));
+    }
+    config.http = match args.http {
+        HttpArg::Auto => HttpVersion::Auto,
+        HttpArg::One => HttpVersion::Http1,
+        HttpArg::Two => HttpVersion::Http2,
+    };
+    config.ca_cert = args.ca_cert;
+    config.insecure = args.insecure;
+    config.duration = seconds("--duration", args.duration)?;
+    config.requests = match (args.requests, config.duration) {
+        (Some(n), _) => Some(n),
+        (None, Some(_)) => None,
+        (None, None) => Some(100),
+    };
+    config.warmup = args.warmup;
+    config.prompts = match args.prompts {
+        Some(path) => PromptSource::File(path),
+        None => PromptSource::Synthetic {
+            input_tokens: args.input_tokens.unwrap_or(128),
+        },
+    };
+    config.max_tokens = Some(args.max_tokens);
+    config.ignore_eos = args.ignore_eos;
+    let mut extra = serde_json::Map::new();
+    if let Some(effort) = args.reasoning_effort {
+        extra.insert("reasoning_effort".into(), serde_json::Value::String(effort));
+    }
+    if let Some(thinking) = args.thinking {
+        let on = matches!(thinking, OnOff::On);
+        extra.insert(
+            "chat_template_kwargs".into(),
+            serde_json::json!({ "enable_thinking": on }),
+        );
+    }
+    if let Some(json) = args.extra_body {
+        let value: serde_json::Value =
+            serde_json::from_str(&json).context("--extra-body is not valid JSON")?;
+        let serde_json::Value::Object(map) = value else {
+            bail!("--extra-body must be a JSON object");
+        };
+        extra.extend(map);
+    }
+    config.extra_body = (!extra.is_empty()).then_some(extra);
+    config.include_usage = args.usage != UsageArg::None;
+    config.continuous_usage = args.usage == UsageArg::Continuous;
+    config.seed = args.seed;
+    config.load = match args.rate {
+        Some(rate) => Load::Open {
+            rate,
+            arrival: match args.arrival {
+                ArrivalArg::Constant => Arrival::Constant,
+                ArrivalArg::Poisson => Arrival::Poisson,
+                ArrivalArg::Gamma => Arrival::Gamma {
+                    burstiness: args.burstiness,
+                },
+            },
+        },
+        None => Load::Closed {
+            concurrency: args.concurrency,
+        },
+    };
+    config.timeout = seconds("--timeout", args.timeout)?;
+    config.ttft_timeout = seconds("--ttft-timeout", args.ttft_timeout)?;
+    config.grace = seconds("--grace", Some(args.grace))?.unwrap_or_default();
+    config.capture = match args.capture {
+        CaptureArg::None => Capture::None,
+        CaptureArg::Text => Capture::Text,
+        CaptureArg::Raw => Capture::Raw,
+    };
+    config.line_limit = args.max_line_bytes;
+    let mut labels = BTreeMap::new();
+    for label in &args.labels {
+        let Some((key, value)) = label.split_once('=') else {
+            bail!("--label must look like key=value, got {label:?}");
+        };
+        labels.insert(key.to_string(), value.to_string());
+    }
+    config.labels = labels;
+    config.progress = match args.progress {
+        ProgressArg::Auto => ProgressMode::Auto,
+        ProgressArg::Plain => ProgressMode::Plain,
+        ProgressArg::Off => ProgressMode::Off,
+    };
+    config.threads = args.threads.max(1);
+    config.trial = args.trial;
+    config.handle_ctrl_c = true;
+    config.argv = std::env::args().collect();
+    Ok(config)
+}
 
 /// Runs `tokentrace record`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`tokentrace record` is not available yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let config = config_from(args)?;
+    let summary = tokentrace_recorder::run(config)?;
+    let outcomes: Vec<String> = summary
+        .outcomes
+        .iter()
+        .map(|(name, n)| format!("{name}={n}"))
+        .collect();
+    println!(
+        "recorded {} requests, {} chunks into {} ({}; {})",
+        summary.requests,
+        summary.chunks,
+        summary.output.display(),
+        summary.reason,
+        outcomes.join(" "),
+    );
+    let health = &summary.client_health;
+    let number = |key: &str| health.get(key).and_then(|v| v.as_f64()).unwrap_or(0.0);
+    let chunks = number("chunks").max(1.0);
+    println!(
+        "client: {:.3} us CPU per chunk ({:.0} ms CPU), peak RSS {:.1} MiB (before load {:.1} MiB), \
+         max scheduling lag {:.2} ms, writer back-pressure {}",
+        number("cpu_ns") / chunks / 1000.0,
+        number("cpu_ns") / 1e6,
+        number("max_rss_bytes") / 1048576.0,
+        number("rss_before_load_bytes") / 1048576.0,
+        number("max_sched_lag_ns") / 1e6,
+        number("backpressure_events"),
+    );
+    Ok(ExitCode::SUCCESS)
 }

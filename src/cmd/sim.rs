@@ -1,12 +1,54 @@
-//! `tokentrace sim`.
+//! `tokentrace sim`: runs the OpenAI-compatible engine simulator until Ctrl-C.
 
+use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
+
+use anyhow::Context;
+use tokentrace_sim::{SimConfig, SimServer};
 
 /// Arguments of `tokentrace sim`.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Port to listen on (0 picks a free one; the address is printed).
+    #[arg(long, default_value_t = 8000)]
+    port: u16,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: IpAddr,
+    /// Runtime worker threads serving connections (the engine has its own thread).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Engine model, faults and truth log.
+    #[command(flatten)]
+    config: SimConfig,
+}
 
 /// Runs `tokentrace sim`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`tokentrace sim` is not available yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let runtime = if args.threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(args.threads)
+            .enable_all()
+            .build()
+    }
+    .context("starting the runtime")?;
+    runtime.block_on(async move {
+        let addr = SocketAddr::new(args.host, args.port);
+        let server = SimServer::start(args.config, addr)
+            .await
+            .with_context(|| format!("listening on {addr}"))?;
+        println!(
+            "tokentrace sim listening on http://{}/v1",
+            server.local_addr()
+        );
+        tokio::signal::ctrl_c()
+            .await
+            .context("waiting for Ctrl-C")?;
+        server.shutdown().await.context("shutting down")?;
+        Ok(ExitCode::SUCCESS)
+    })
 }

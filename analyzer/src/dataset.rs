@@ -1,0 +1,199 @@
+//! Loads traces into per-request facts, one decoded block at a time.
+
+use crate::facts::{self, ChunkSlice, FactsOptions, RequestFacts, RequestHead};
+use std::path::{Path, PathBuf};
+use tokentrace_format::{
+    DecodedBlock, FormatError, Header, Manifest, RequestRecord, RunEnd, TraceReader,
+};
+
+/// Errors while loading traces.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The trace could not be opened at all.
+    #[error("{path}: {source}")]
+    Open {
+        /// The trace.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: FormatError,
+    },
+}
+
+/// What is known about one trace beyond its requests.
+#[derive(Debug, Clone)]
+pub struct TraceInfo {
+    /// The file it was read from.
+    pub path: PathBuf,
+    /// A short name for reports (the file name).
+    pub label: String,
+    /// The file header.
+    pub header: Header,
+    /// The run manifest.
+    pub manifest: Manifest,
+    /// The run end, when the writer finished.
+    pub run_end: Option<RunEnd>,
+    /// The reader's integrity verdict (`ok`, `recovered`, `corrupt`).
+    pub integrity: String,
+    /// Problems met while reading (skipped or undecodable blocks).
+    pub warnings: Vec<String>,
+    /// Chunks read.
+    pub chunks: u64,
+}
+
+/// The facts of every request of one or more traces.
+#[derive(Debug, Clone, Default)]
+pub struct Dataset {
+    /// The traces, in the order given.
+    pub traces: Vec<TraceInfo>,
+    /// Every request, ordered by (trace, id).
+    pub requests: Vec<RequestFacts>,
+    /// Pooled gaps in ns, indexed by `RequestFacts::gap_start` (empty unless kept).
+    pub gaps: Vec<u64>,
+}
+
+impl Dataset {
+    /// Reads every trace in `paths`.
+    pub fn load(paths: &[PathBuf], options: FactsOptions) -> Result<Dataset, LoadError> {
+        let mut dataset = Dataset::default();
+        for path in paths {
+            dataset.add_trace(path, options)?;
+        }
+        dataset.finish();
+        Ok(dataset)
+    }
+
+    /// Reads one trace and appends its requests (call [`Dataset::finish`] after the last).
+    pub fn add_trace(&mut self, path: &Path, options: FactsOptions) -> Result<(), LoadError> {
+        let reader = TraceReader::open(path).map_err(|source| LoadError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let trace = self.traces.len() as u32;
+        let first_request = self.requests.len();
+        let mut warnings: Vec<String> = reader
+            .integrity()
+            .skipped()
+            .iter()
+            .map(|s| format!("skipped: {s:?}"))
+            .collect();
+        let mut chunks = 0u64;
+        for index in 0..reader.block_count() {
+            match reader.decode_block(index) {
+                Ok(block) => {
+                    chunks += block.chunks.len() as u64;
+                    self.add_block(trace, &block, options);
+                }
+                // A block that passed its checksum but does not decode is reported and
+                // skipped; its neighbours still count.
+                Err(err) => warnings.push(err.to_string()),
+            }
+        }
+        let client_counts = client_token_counts(reader.manifest());
+        if !client_counts.is_empty() {
+            for r in &mut self.requests[first_request..] {
+                r.client_output_tokens = client_counts.get(&r.id).copied();
+            }
+        }
+        self.traces.push(TraceInfo {
+            path: path.to_path_buf(),
+            label: label_of(path),
+            header: reader.header().clone(),
+            manifest: reader.manifest().clone(),
+            run_end: reader.run_end().cloned(),
+            integrity: reader.integrity().verdict().to_string(),
+            warnings,
+            chunks,
+        });
+        Ok(())
+    }
+
+    /// Folds every request of a decoded block into facts.
+    pub fn add_block(&mut self, trace: u32, block: &DecodedBlock, options: FactsOptions) {
+        let c = &block.chunks;
+        for meta in &block.requests {
+            let range = meta.chunk_range();
+            if range.end > c.len() {
+                continue;
+            }
+            let head = RequestHead {
+                id: meta.id,
+                phase: meta.phase,
+                trial: meta.trial,
+                intended_ns: meta.intended_ns,
+                send_ns: meta.send_ns,
+                headers_ns: meta.headers_ns,
+                end_ns: meta.end_ns,
+                http_status: meta.http_status,
+                outcome: meta.outcome,
+                error: meta.error.clone(),
+                usage: meta.usage,
+                planned_input_tokens: meta.planned_input_tokens,
+            };
+            let slice = ChunkSlice {
+                arrival_ns: &c.arrival_ns[range.clone()],
+                channel: &c.channel[range.clone()],
+                text_len: &c.text_len[range.clone()],
+                tokens: &c.tokens[range],
+            };
+            let gaps = options.keep_gaps.then_some(&mut self.gaps);
+            let f = facts::summarize(trace, head, slice, options.gap_chunks, gaps);
+            self.requests.push(f);
+        }
+    }
+
+    /// Adds a trace made of materialized records (tests and importers).
+    pub fn add_records(
+        &mut self,
+        info: TraceInfo,
+        records: &[RequestRecord],
+        options: FactsOptions,
+    ) {
+        let trace = self.traces.len() as u32;
+        self.traces.push(info);
+        for record in records {
+            let gaps = options.keep_gaps.then_some(&mut self.gaps);
+            let f = facts::summarize_record(trace, record, options.gap_chunks, gaps);
+            self.requests.push(f);
+        }
+    }
+
+    /// Orders requests by (trace, id): blocks hold them in completion order.
+    pub fn finish(&mut self) {
+        self.requests.sort_by_key(|r| (r.trace, r.id));
+    }
+
+    /// Total chunks read.
+    pub fn chunks(&self) -> u64 {
+        self.traces.iter().map(|t| t.chunks).sum()
+    }
+}
+
+/// Per-request output token counts of a client tokenizer, as an importer keeps them:
+/// `extra["client_token_counts"]["per_request"]["<id>"]["output_sequence_length"]`.
+fn client_token_counts(manifest: &Manifest) -> std::collections::HashMap<u64, u32> {
+    let per_request = manifest
+        .extra
+        .get("client_token_counts")
+        .and_then(|c| c.get("per_request"))
+        .and_then(|p| p.as_object());
+    per_request
+        .into_iter()
+        .flatten()
+        .filter_map(|(id, counts)| {
+            // `output_tokens` is the count the source tool used (AIPerf's OSL, vLLM's output_lens).
+            let n = counts
+                .get("output_tokens")
+                .or_else(|| counts.get("output_sequence_length"))?
+                .as_u64()?;
+            Some((id.parse().ok()?, u32::try_from(n).ok()?))
+        })
+        .collect()
+}
+
+/// The file name, or the whole path when it has none.
+fn label_of(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
+}

@@ -1,0 +1,426 @@
+//! Per-request facts: everything any protocol needs from one request, in a few dozen bytes.
+//!
+//! A trace is streamed block by block; each request's chunk columns are folded into one
+//! [`RequestFacts`] and then dropped, so memory grows with requests, not chunks. The one
+//! exception is inter-chunk gaps, kept only when a protocol pools them ([`FactsOptions`]).
+
+use tokentrace_format::{Channel, Outcome, Phase, RequestRecord, Usage};
+
+/// What the facts pass keeps beyond the fixed per-request summary.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FactsOptions {
+    /// Keep every gap between consecutive gap chunks (8 bytes per chunk) for pooled ITL
+    /// statistics and per-request gap percentiles.
+    pub keep_gaps: bool,
+    /// Which chunks the gaps run between.
+    pub gap_chunks: GapChunks,
+}
+
+/// The chunks whose arrival gaps make up a protocol's inter-chunk latency.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum GapChunks {
+    /// Non-empty reasoning or content deltas.
+    #[default]
+    Output,
+    /// Non-empty content deltas only (reasoning ignored).
+    Content,
+    /// Every event carrying a choice: role, reasoning, content (even empty), tool, finish.
+    Choices,
+}
+
+impl GapChunks {
+    /// Whether a chunk of `channel` with `text_len` bytes of text is a gap chunk.
+    #[inline]
+    fn includes(self, channel: Channel, text_len: u32) -> bool {
+        match self {
+            GapChunks::Output => {
+                matches!(channel, Channel::Reasoning | Channel::Content) && text_len > 0
+            }
+            GapChunks::Content => channel == Channel::Content && text_len > 0,
+            GapChunks::Choices => matches!(
+                channel,
+                Channel::Role
+                    | Channel::Reasoning
+                    | Channel::Content
+                    | Channel::Tool
+                    | Channel::Finish
+            ),
+        }
+    }
+}
+
+/// The compact summary of one request. Times are ns from the trace's clock anchor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestFacts {
+    /// Index of the trace in the analyzed set.
+    pub trace: u32,
+    /// Request id within its trace.
+    pub id: u64,
+    /// Warmup or measured.
+    pub phase: Phase,
+    /// Trial number.
+    pub trial: u32,
+    /// How the request ended.
+    pub outcome: Outcome,
+    /// HTTP status (0 when no response arrived).
+    pub http_status: u16,
+    /// When the schedule meant the request to start.
+    pub intended_ns: u64,
+    /// When the request was handed to the connection.
+    pub send_ns: u64,
+    /// When response headers arrived.
+    pub headers_ns: Option<u64>,
+    /// When the request ended (end of stream).
+    pub end_ns: u64,
+    /// First non-empty reasoning chunk.
+    pub first_reasoning_ns: Option<u64>,
+    /// First non-empty content chunk.
+    pub first_content_ns: Option<u64>,
+    /// First non-empty output chunk (reasoning or content).
+    pub first_output_ns: Option<u64>,
+    /// Second non-empty output chunk.
+    pub second_output_ns: Option<u64>,
+    /// Last non-empty content chunk.
+    pub last_content_ns: Option<u64>,
+    /// Last non-empty output chunk.
+    pub last_output_ns: Option<u64>,
+    /// Non-empty reasoning chunks.
+    pub reasoning_chunks: u32,
+    /// Non-empty content chunks.
+    pub content_chunks: u32,
+    /// Tool-call chunks.
+    pub tool_chunks: u32,
+    /// Every recorded chunk (any channel).
+    pub total_chunks: u32,
+    /// First event carrying a choice (role, reasoning, content, tool or finish).
+    pub first_choice_ns: Option<u64>,
+    /// Last event carrying a choice.
+    pub last_choice_ns: Option<u64>,
+    /// Chunks the gaps run between ([`FactsOptions::gap_chunks`]).
+    pub gap_chunks: u32,
+    /// Sum of known per-chunk token counts over output chunks.
+    pub chunk_tokens: u64,
+    /// Output chunks whose token count is known.
+    pub chunks_with_tokens: u32,
+    /// Largest gap between consecutive gap chunks.
+    pub max_gap_ns: Option<u64>,
+    /// Where this request's gaps start in the pooled gap list (when kept).
+    pub gap_start: u64,
+    /// Server-reported usage.
+    pub usage: Usage,
+    /// Input tokens the workload planned.
+    pub planned_input_tokens: Option<u32>,
+    /// Output tokens a client tokenizer counted (imported runs only).
+    pub client_output_tokens: Option<u32>,
+    /// Error text, for failed requests.
+    pub error: Option<String>,
+}
+
+impl RequestFacts {
+    /// Output chunks: non-empty reasoning plus non-empty content.
+    pub fn output_chunks(&self) -> u32 {
+        self.reasoning_chunks + self.content_chunks
+    }
+
+    /// Gaps between consecutive gap chunks.
+    pub fn gap_count(&self) -> u32 {
+        self.gap_chunks.saturating_sub(1)
+    }
+
+    /// Whether the request succeeded.
+    pub fn is_ok(&self) -> bool {
+        self.outcome == Outcome::Ok
+    }
+
+    /// This request's gaps from the pooled list (empty when gaps were not kept).
+    pub fn gaps<'a>(&self, pooled: &'a [u64]) -> &'a [u64] {
+        let start = self.gap_start as usize;
+        let end = start + self.gap_count() as usize;
+        pooled.get(start..end).unwrap_or(&[])
+    }
+}
+
+/// The request-level fields of a request, without its chunks.
+#[derive(Debug, Clone)]
+pub struct RequestHead {
+    /// Request id.
+    pub id: u64,
+    /// Warmup or measured.
+    pub phase: Phase,
+    /// Trial number.
+    pub trial: u32,
+    /// Intended start.
+    pub intended_ns: u64,
+    /// Actual send.
+    pub send_ns: u64,
+    /// Response headers.
+    pub headers_ns: Option<u64>,
+    /// End.
+    pub end_ns: u64,
+    /// HTTP status.
+    pub http_status: u16,
+    /// Outcome class.
+    pub outcome: Outcome,
+    /// Error text.
+    pub error: Option<String>,
+    /// Usage.
+    pub usage: Usage,
+    /// Planned input tokens.
+    pub planned_input_tokens: Option<u32>,
+}
+
+/// Borrowed chunk columns of one request.
+#[derive(Debug, Clone, Copy)]
+pub struct ChunkSlice<'a> {
+    /// Arrival times.
+    pub arrival_ns: &'a [u64],
+    /// Channels.
+    pub channel: &'a [Channel],
+    /// Text lengths.
+    pub text_len: &'a [u32],
+    /// Tokens per chunk when known.
+    pub tokens: &'a [Option<u32>],
+}
+
+/// Folds one request into facts, appending its gaps to `gaps` when given.
+pub fn summarize(
+    trace: u32,
+    head: RequestHead,
+    chunks: ChunkSlice<'_>,
+    gap_chunks: GapChunks,
+    gaps: Option<&mut Vec<u64>>,
+) -> RequestFacts {
+    let mut facts = RequestFacts {
+        trace,
+        id: head.id,
+        phase: head.phase,
+        trial: head.trial,
+        outcome: head.outcome,
+        http_status: head.http_status,
+        intended_ns: head.intended_ns,
+        send_ns: head.send_ns,
+        headers_ns: head.headers_ns,
+        end_ns: head.end_ns,
+        first_reasoning_ns: None,
+        first_content_ns: None,
+        first_output_ns: None,
+        second_output_ns: None,
+        last_content_ns: None,
+        last_output_ns: None,
+        reasoning_chunks: 0,
+        content_chunks: 0,
+        tool_chunks: 0,
+        total_chunks: chunks.arrival_ns.len() as u32,
+        first_choice_ns: None,
+        last_choice_ns: None,
+        gap_chunks: 0,
+        chunk_tokens: 0,
+        chunks_with_tokens: 0,
+        max_gap_ns: None,
+        gap_start: 0,
+        usage: head.usage,
+        planned_input_tokens: head.planned_input_tokens,
+        client_output_tokens: None,
+        error: if head.outcome == Outcome::Ok {
+            None
+        } else {
+            head.error
+        },
+    };
+    let mut gaps = gaps;
+    if let Some(g) = gaps.as_deref() {
+        facts.gap_start = g.len() as u64;
+    }
+    let mut max_gap = 0u64;
+    let mut last_gap_chunk: Option<u64> = None;
+    let n = chunks
+        .arrival_ns
+        .len()
+        .min(chunks.channel.len())
+        .min(chunks.text_len.len())
+        .min(chunks.tokens.len());
+    for i in 0..n {
+        let channel = chunks.channel[i];
+        let text_len = chunks.text_len[i];
+        let t = chunks.arrival_ns[i];
+        if GapChunks::Choices.includes(channel, text_len) {
+            facts.first_choice_ns.get_or_insert(t);
+            facts.last_choice_ns = Some(t);
+        }
+        if gap_chunks.includes(channel, text_len) {
+            facts.gap_chunks += 1;
+            if let Some(prev) = last_gap_chunk {
+                let gap = t.saturating_sub(prev);
+                max_gap = max_gap.max(gap);
+                if let Some(g) = gaps.as_deref_mut() {
+                    g.push(gap);
+                }
+            }
+            last_gap_chunk = Some(t);
+        }
+        if channel == Channel::Tool {
+            facts.tool_chunks += 1;
+            continue;
+        }
+        // Only non-empty reasoning and content deltas are output; role, usage, finish and
+        // done events carry no text a user sees.
+        let is_reasoning = channel == Channel::Reasoning;
+        if !(is_reasoning || channel == Channel::Content) || text_len == 0 {
+            continue;
+        }
+        if is_reasoning {
+            facts.reasoning_chunks += 1;
+            facts.first_reasoning_ns.get_or_insert(t);
+        } else {
+            facts.content_chunks += 1;
+            facts.first_content_ns.get_or_insert(t);
+            facts.last_content_ns = Some(t);
+        }
+        if let Some(tokens) = chunks.tokens[i] {
+            facts.chunk_tokens += u64::from(tokens);
+            facts.chunks_with_tokens += 1;
+        }
+        if facts.first_output_ns.is_none() {
+            facts.first_output_ns = Some(t);
+        } else if facts.second_output_ns.is_none() {
+            facts.second_output_ns = Some(t);
+        }
+        facts.last_output_ns = Some(t);
+    }
+    if facts.gap_chunks >= 2 {
+        facts.max_gap_ns = Some(max_gap);
+    }
+    facts
+}
+
+/// Splits a materialized record into head and columns and summarizes it (tests, importers).
+pub fn summarize_record(
+    trace: u32,
+    record: &RequestRecord,
+    gap_chunks: GapChunks,
+    gaps: Option<&mut Vec<u64>>,
+) -> RequestFacts {
+    let arrival: Vec<u64> = record.chunks.iter().map(|c| c.arrival_ns).collect();
+    let channel: Vec<Channel> = record.chunks.iter().map(|c| c.channel).collect();
+    let text_len: Vec<u32> = record.chunks.iter().map(|c| c.text_len).collect();
+    let tokens: Vec<Option<u32>> = record.chunks.iter().map(|c| c.tokens).collect();
+    let head = RequestHead {
+        id: record.id,
+        phase: record.phase,
+        trial: record.trial,
+        intended_ns: record.intended_ns,
+        send_ns: record.send_ns,
+        headers_ns: record.headers_ns,
+        end_ns: record.end_ns,
+        http_status: record.http_status,
+        outcome: record.outcome,
+        error: record.error.clone(),
+        usage: record.usage,
+        planned_input_tokens: record.planned_input_tokens,
+    };
+    let slice = ChunkSlice {
+        arrival_ns: &arrival,
+        channel: &channel,
+        text_len: &text_len,
+        tokens: &tokens,
+    };
+    summarize(trace, head, slice, gap_chunks, gaps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokentrace_format::ChunkRecord;
+
+    fn chunk(arrival_ns: u64, channel: Channel, text_len: u32, tokens: Option<u32>) -> ChunkRecord {
+        ChunkRecord {
+            arrival_ns,
+            read_index: 0,
+            bytes: 10,
+            channel,
+            text_len,
+            tokens,
+            text: None,
+        }
+    }
+
+    fn record(chunks: Vec<ChunkRecord>) -> RequestRecord {
+        RequestRecord {
+            id: 7,
+            phase: Phase::Measured,
+            trial: 0,
+            intended_ns: 900,
+            send_ns: 1_000,
+            headers_ns: Some(1_500),
+            end_ns: 9_000,
+            http_status: 200,
+            outcome: Outcome::Ok,
+            error: None,
+            usage: Usage::default(),
+            finish_reason: None,
+            prompt_hash: 0,
+            prompt_bytes: 0,
+            output_hash: 0,
+            output_bytes: 0,
+            planned_input_tokens: None,
+            response_headers: vec![],
+            chunks,
+        }
+    }
+
+    #[test]
+    fn first_chunks_skip_empty_and_non_output_events() {
+        let r = record(vec![
+            chunk(2_000, Channel::Role, 0, None),
+            chunk(2_500, Channel::Reasoning, 0, None),
+            chunk(3_000, Channel::Reasoning, 5, Some(1)),
+            chunk(4_000, Channel::Reasoning, 5, Some(2)),
+            chunk(4_500, Channel::Content, 0, None),
+            chunk(6_000, Channel::Content, 3, Some(1)),
+            chunk(7_000, Channel::Content, 3, None),
+            chunk(8_000, Channel::Usage, 0, None),
+            chunk(8_500, Channel::Done, 0, None),
+        ]);
+        let mut gaps = vec![42];
+        let f = summarize_record(0, &r, GapChunks::Output, Some(&mut gaps));
+        assert_eq!(f.first_reasoning_ns, Some(3_000));
+        assert_eq!(f.first_content_ns, Some(6_000));
+        assert_eq!(f.first_output_ns, Some(3_000));
+        assert_eq!(f.second_output_ns, Some(4_000));
+        assert_eq!(f.last_content_ns, Some(7_000));
+        assert_eq!(f.last_output_ns, Some(7_000));
+        assert_eq!(
+            (f.reasoning_chunks, f.content_chunks, f.total_chunks),
+            (2, 2, 9)
+        );
+        assert_eq!((f.chunk_tokens, f.chunks_with_tokens), (4, 3));
+        assert_eq!(f.max_gap_ns, Some(2_000));
+        assert_eq!(f.gap_start, 1);
+        assert_eq!(f.gaps(&gaps), &[1_000, 2_000, 1_000]);
+        assert_eq!(
+            (f.first_choice_ns, f.last_choice_ns),
+            (Some(2_000), Some(7_000))
+        );
+        let content = summarize_record(0, &r, GapChunks::Content, None);
+        assert_eq!((content.gap_chunks, content.max_gap_ns), (2, Some(1_000)));
+        // Choices: role, both reasoning, the empty content delta and both content deltas.
+        let choices = summarize_record(0, &r, GapChunks::Choices, None);
+        assert_eq!((choices.gap_chunks, choices.max_gap_ns), (7, Some(1_500)));
+    }
+
+    #[test]
+    fn a_request_without_output_has_no_output_times() {
+        let f = summarize_record(
+            0,
+            &record(vec![chunk(2_000, Channel::Role, 0, None)]),
+            GapChunks::Output,
+            None,
+        );
+        assert_eq!(f.first_output_ns, None);
+        assert_eq!(f.max_gap_ns, None);
+        assert_eq!(f.gap_count(), 0);
+    }
+}

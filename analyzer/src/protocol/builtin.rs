@@ -1,0 +1,85 @@
+//! The protocols that ship with tokentrace, each written as TOML beside this file.
+
+use super::{Protocol, ProtocolError};
+
+/// (file name, text) of every built-in protocol, in listing order.
+const SOURCES: &[(&str, &str)] = &[
+    (
+        "tokentrace-v1.toml",
+        include_str!("builtin/tokentrace-v1.toml"),
+    ),
+    ("capacity-v3.toml", include_str!("builtin/capacity-v3.toml")),
+    (
+        "capacity-v4-reasoning.toml",
+        include_str!("builtin/capacity-v4-reasoning.toml"),
+    ),
+    ("aiperf.toml", include_str!("builtin/aiperf.toml")),
+    ("vllm.toml", include_str!("builtin/vllm.toml")),
+    ("sglang.toml", include_str!("builtin/sglang.toml")),
+    ("guidellm.toml", include_str!("builtin/guidellm.toml")),
+];
+
+/// Every built-in protocol, parsed.
+pub fn all() -> Result<Vec<Protocol>, ProtocolError> {
+    SOURCES
+        .iter()
+        .map(|(file, text)| Protocol::from_toml(text, file))
+        .collect()
+}
+
+/// The built-in protocol called `name`.
+pub fn find(name: &str) -> Result<Protocol, ProtocolError> {
+    let all = all()?;
+    let known = all
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    all.iter()
+        .find(|p| p.name == name)
+        .cloned()
+        .ok_or_else(|| ProtocolError::Unknown {
+            name: name.to_string(),
+            known,
+        })
+}
+
+/// The protocol to use: the one defined in `file` when given (its name must match `name` when
+/// both are given), else the built-in `name`.
+pub fn resolve(
+    name: Option<&str>,
+    file: Option<&std::path::Path>,
+) -> Result<Protocol, ProtocolError> {
+    match file {
+        Some(path) => {
+            let origin = path.display().to_string();
+            let text = std::fs::read_to_string(path).map_err(|e| ProtocolError::Parse {
+                path: origin.clone(),
+                message: e.to_string(),
+            })?;
+            let protocol = Protocol::from_toml(&text, &origin)?;
+            match name {
+                Some(n) if n != protocol.name => Err(ProtocolError::Unknown {
+                    name: n.to_string(),
+                    known: format!("{} (in {origin})", protocol.name),
+                }),
+                _ => Ok(protocol),
+            }
+        }
+        None => find(name.unwrap_or(DEFAULT)),
+    }
+}
+
+/// The protocol used when none is named.
+pub const DEFAULT: &str = "tokentrace-v1";
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_builtin_parses_and_round_trips_through_toml() {
+        for p in super::all().unwrap() {
+            let again = super::Protocol::from_toml(&p.to_toml(), "round-trip").unwrap();
+            assert_eq!(again, p, "{}", p.name);
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! The `anvil-serving.benchmark/v1` report of capacity-v3 and capacity-v4-reasoning.
+//!
+//! Flat metric keys (`ttft_p50_ms`, `decode_tok_s_p50`) from each metric's key template, all
+//! keys sorted as the harness writes them, run metadata from the manifest and its labels.
+
+use super::{label_value, request_row, utc_iso8601};
+use crate::analysis::Analysis;
+use crate::methodology;
+use crate::protocol::{Protocol, Stat};
+use crate::summary::{self, number, Rows, RunContext};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+
+/// The `metrics` object: every summarized metric's statistics under its flat keys, and the
+/// aggregates, sorted by key.
+pub fn metrics(protocol: &Protocol, rows: &dyn Rows, run: &RunContext) -> Map<String, Value> {
+    let mut out: BTreeMap<String, Value> = BTreeMap::new();
+    for m in summary::metrics(protocol, rows) {
+        let def = &protocol.metrics[m.metric];
+        for (stat, value) in m.stats {
+            let key = if stat == Stat::Samples {
+                def.samples_key
+                    .clone()
+                    .unwrap_or_else(|| format!("{}_samples", def.name))
+            } else {
+                let template = def
+                    .key
+                    .clone()
+                    .unwrap_or_else(|| format!("{}_{{stat}}", def.name));
+                template.replace("{stat}", &stat.key())
+            };
+            let value = match stat {
+                Stat::Samples => json!(value.unwrap_or(0.0) as u64),
+                _ => number(value),
+            };
+            out.insert(key, value);
+        }
+    }
+    for (key, value) in summary::aggregates(protocol, rows, run) {
+        out.insert(key, value);
+    }
+    out.into_iter().collect()
+}
+
+/// The whole report of one analysis.
+pub fn report(analysis: &Analysis<'_>) -> Value {
+    let protocol = analysis.protocol;
+    let dataset = analysis.dataset;
+    let first = analysis
+        .traces
+        .first()
+        .map(|&t| &dataset.traces[t as usize]);
+    let manifest = first.map(|t| t.manifest.clone()).unwrap_or_default();
+    let label = |key: &str| manifest.labels.get(key).map(|v| label_value(v));
+    let setting = |key: &str| {
+        label(key)
+            .or_else(|| manifest.load.get(key).cloned())
+            .or_else(|| manifest.workload.get(key).cloned())
+    };
+
+    // Every request of the counted phases, in (trace, id) order, indexed as the harness does.
+    let mut all: Vec<(usize, bool)> = analysis.counted.iter().map(|&i| (i, true)).collect();
+    all.extend(analysis.failed.iter().map(|&i| (i, false)));
+    all.sort_unstable();
+    let mut timings = Vec::with_capacity(analysis.counted.len());
+    let mut failures = Vec::new();
+    let mut planned: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut row = 0;
+    for (index, &(i, counted)) in all.iter().enumerate() {
+        let r = &dataset.requests[i];
+        if let Some(p) = r.planned_input_tokens {
+            *planned.entry(u64::from(p)).or_default() += 1;
+        }
+        if counted {
+            let mut fields = request_row(analysis, row);
+            fields.insert("request_index".into(), json!(index));
+            timings.push(sorted(fields));
+            row += 1;
+        } else {
+            failures.push(json!({
+                "error": r.error,
+                "http_status": r.http_status,
+                "outcome": r.outcome.name(),
+                "request_index": index,
+            }));
+        }
+    }
+    let most_planned = planned
+        .iter()
+        .max_by_key(|(_, n)| **n)
+        .map(|(p, _)| json!(p));
+    let context_distribution: Map<String, Value> = planned
+        .iter()
+        .map(|(p, n)| (p.to_string(), json!(n)))
+        .collect();
+
+    let anchor = first.map(|t| t.header.anchor.realtime_ns).unwrap_or(0);
+    let started_ns = if manifest.start_realtime_ns > 0 {
+        manifest.start_realtime_ns
+    } else {
+        all.iter()
+            .map(|&(i, _)| anchor + dataset.requests[i].send_ns)
+            .min()
+            .unwrap_or(anchor)
+    };
+    let finished_ns = first
+        .and_then(|t| t.run_end.as_ref())
+        .map(|e| e.end_realtime_ns)
+        .unwrap_or_else(|| {
+            all.iter()
+                .map(|&(i, _)| anchor + dataset.requests[i].end_ns)
+                .max()
+                .unwrap_or(anchor)
+        });
+    let serve_flags = label("serve_flags").unwrap_or_else(|| {
+        let flags: Map<String, Value> = manifest
+            .labels
+            .iter()
+            .filter_map(|(k, v)| {
+                Some((k.strip_prefix("serve_flags.")?.to_string(), label_value(v)))
+            })
+            .collect();
+        if flags.is_empty() {
+            Value::Null
+        } else {
+            Value::Object(flags)
+        }
+    });
+    let methodology: Map<String, Value> = methodology::timing_methodology(protocol)
+        .into_iter()
+        .map(|(k, v)| (k, Value::String(v)))
+        .collect();
+
+    let report = json!({
+        "base_url": manifest.base_url,
+        "completed": analysis.run.completed,
+        "concurrency": setting("concurrency").unwrap_or(Value::Null),
+        "context_distribution": context_distribution,
+        "context_seed": label("context_seed").unwrap_or_else(|| json!(manifest.seed)),
+        "context_tokens": setting("context_tokens").or_else(|| setting("input_tokens")).or(most_planned).unwrap_or(Value::Null),
+        "engine": label("engine").unwrap_or(Value::Null),
+        "failed": analysis.run.failed,
+        "failures": failures,
+        "finished_at": utc_iso8601(finished_ns),
+        "gpu": label("gpu").unwrap_or(Value::Null),
+        "manifest": label("manifest").unwrap_or(Value::Null),
+        "max_context_tokens": label("max_context_tokens").unwrap_or(Value::Null),
+        "max_tokens": setting("max_tokens").or_else(|| setting("output_tokens")).unwrap_or(Value::Null),
+        "measurement_protocol": protocol.name,
+        "metrics": metrics(protocol, analysis, &analysis.run),
+        "model": manifest.model,
+        "request_timings": timings,
+        "requests": analysis.run.completed + analysis.run.failed,
+        "run_id": label("run_id").unwrap_or_else(|| json!(format!("benchmark-{}", compact_stamp(started_ns)))),
+        "schema": "anvil-serving.benchmark/v1",
+        "serve_flags": serve_flags,
+        "source_recipe": label("source_recipe").unwrap_or(Value::Null),
+        "started_at": utc_iso8601(started_ns),
+        "tier": label("tier").unwrap_or(Value::Null),
+        "timing_methodology": methodology,
+        "wall_clock_ms": number(analysis.run.wall_clock_ms),
+    });
+    match report {
+        Value::Object(map) => Value::Object(sorted(map)),
+        other => other,
+    }
+}
+
+/// A map with its keys in sorted order (the harness writes `sort_keys=True`).
+fn sorted(map: Map<String, Value>) -> Map<String, Value> {
+    let tree: BTreeMap<String, Value> = map.into_iter().collect();
+    tree.into_iter().collect()
+}
+
+/// `20260905T034617Z` from ns since the epoch.
+fn compact_stamp(ns: u64) -> String {
+    utc_iso8601(ns).replace(['-', ':'], "")
+}

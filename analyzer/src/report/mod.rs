@@ -1,0 +1,101 @@
+//! Renders an analysis: JSON in the protocol's layout, a terminal table, per-request CSV/JSONL.
+
+pub mod anvil;
+pub mod flat;
+pub mod nested;
+pub mod requests;
+pub mod table;
+
+use crate::analysis::Analysis;
+use crate::facts::RequestFacts;
+use crate::protocol::{Quantity, ReportShape};
+use crate::quantity;
+use crate::summary::number;
+use serde_json::{json, Map, Value};
+
+/// The report of one analysis as JSON, in the protocol's layout.
+pub fn json_report(analysis: &Analysis<'_>) -> Value {
+    match analysis.protocol.report {
+        ReportShape::AnvilBenchmarkV1 => anvil::report(analysis),
+        ReportShape::Nested => nested::report(analysis),
+        ReportShape::Flat => flat::report(analysis),
+    }
+}
+
+/// A label value as JSON: numbers, booleans, null, objects and arrays when it parses as JSON,
+/// otherwise the string itself.
+pub fn label_value(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_string()))
+}
+
+/// The protocol's per-request values of counted request `row`, plus its token source.
+pub fn request_row(analysis: &Analysis<'_>, row: usize) -> Map<String, Value> {
+    values_of(analysis, analysis.request(row))
+}
+
+/// The protocol's per-request values of any request.
+pub fn values_of(analysis: &Analysis<'_>, r: &RequestFacts) -> Map<String, Value> {
+    let protocol = analysis.protocol;
+    let mut out = Map::new();
+    for (m, def) in protocol.metrics.iter().enumerate() {
+        if !def.per_request {
+            continue;
+        }
+        let v = analysis.value_of(r, m);
+        let value = match def.quantity {
+            // Counts stay integers, as the reports we reproduce print them.
+            Quantity::Count { .. } => v.map_or(Value::Null, |v| json!(v as u64)),
+            _ => number(v),
+        };
+        out.insert(def.name.clone(), value);
+    }
+    let source = quantity::output_tokens(r, &protocol.token_sources).map(|(_, s)| s.name());
+    out.insert("output_token_source".into(), json!(source));
+    out
+}
+
+/// `2026-09-05T03:46:17Z` from ns since the Unix epoch (whole seconds, UTC).
+pub fn utc_iso8601(ns: u64) -> String {
+    let secs = ns / 1_000_000_000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn iso_dates() {
+        assert_eq!(super::utc_iso8601(0), "1970-01-01T00:00:00Z");
+        // date -u -d @1788580000 → 2026-09-05T03:46:40Z
+        assert_eq!(
+            super::utc_iso8601(1_788_580_000_000_000_000),
+            "2026-09-05T03:46:40Z"
+        );
+        assert_eq!(
+            super::utc_iso8601(951_782_400_000_000_000),
+            "2000-02-29T00:00:00Z"
+        );
+    }
+
+    #[test]
+    fn labels_parse_as_json_when_they_can() {
+        assert_eq!(super::label_value("262144"), serde_json::json!(262144));
+        assert_eq!(super::label_value("sglang"), serde_json::json!("sglang"));
+        assert_eq!(super::label_value("false"), serde_json::json!(false));
+    }
+}

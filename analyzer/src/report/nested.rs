@@ -1,0 +1,72 @@
+//! tokentrace's own report layout: `metrics.NAME.STAT` in protocol order.
+
+use crate::analysis::Analysis;
+use crate::methodology;
+use crate::protocol::Stat;
+use crate::summary::{self, number};
+use serde_json::{json, Map, Value};
+
+/// The whole report of one analysis.
+pub fn report(analysis: &Analysis<'_>) -> Value {
+    let protocol = analysis.protocol;
+    let dataset = analysis.dataset;
+    let traces: Vec<Value> = analysis
+        .traces
+        .iter()
+        .map(|&t| {
+            let info = &dataset.traces[t as usize];
+            json!({
+                "trace": info.label,
+                "model": info.manifest.model,
+                "labels": info.manifest.labels,
+                "integrity": info.integrity,
+                "warnings": info.warnings,
+                "finished": info.run_end.is_some(),
+            })
+        })
+        .collect();
+    let mut metrics = Map::new();
+    for m in summary::metrics(protocol, analysis) {
+        let def = &protocol.metrics[m.metric];
+        let mut stats = Map::new();
+        stats.insert("unit".into(), json!(def.unit));
+        for (stat, value) in m.stats {
+            let v = match stat {
+                Stat::Samples => json!(value.unwrap_or(0.0) as u64),
+                _ => number(value),
+            };
+            stats.insert(protocol.stat_key(stat), v);
+        }
+        metrics.insert(def.name.clone(), Value::Object(stats));
+    }
+    let aggregates: Map<String, Value> = summary::aggregates(protocol, analysis, &analysis.run)
+        .into_iter()
+        .collect();
+    let slos: Vec<Value> = analysis
+        .slos
+        .iter()
+        .map(|slo| {
+            let (value, met) = slo.evaluate(analysis);
+            json!({"slo": slo.text, "metric": slo.metric, "stat": slo.stat.key(),
+                   "threshold": slo.threshold, "value": number(value), "met": met})
+        })
+        .collect();
+    let methodology: Map<String, Value> = methodology::timing_methodology(protocol)
+        .into_iter()
+        .map(|(k, v)| (k, Value::String(v)))
+        .collect();
+    json!({
+        "protocol": protocol.name,
+        "protocol_version": protocol.version,
+        "traces": traces,
+        "requests": {
+            "counted": analysis.run.completed,
+            "failed": analysis.run.failed,
+            "excluded_by_phase": analysis.excluded_phase,
+        },
+        "metrics": metrics,
+        "aggregates": aggregates,
+        "slo": slos,
+        "timing_methodology": methodology,
+    })
+}

@@ -1,0 +1,119 @@
+//! Trace format throughput: writing (encode + zstd + write through the writer thread) and
+//! reading (mmap + checksum + zstd + column decode) in chunks per second, plus the file size
+//! per chunk. Run: `cargo bench --bench format -- --measurement-time 5`.
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use std::path::Path;
+use std::time::Duration;
+use tokentrace_format::synthetic;
+use tokentrace_format::*;
+
+const REQUESTS: usize = 2000;
+const OUTPUT_CHUNKS: usize = 256;
+
+fn header() -> Header {
+    Header {
+        major: 1,
+        minor: 0,
+        anchor: ClockAnchor {
+            mono_ns: 0,
+            realtime_ns: 0,
+        },
+        host: "bench".into(),
+        shard: 0,
+    }
+}
+
+fn write_trace(path: &Path, records: &[RequestRecord]) -> WriterStats {
+    let config = WriterConfig {
+        block_max_age: Duration::from_secs(600),
+        ..Default::default()
+    };
+    let writer = TraceWriter::create(path, header(), &Manifest::default(), config).unwrap();
+    let sender = writer.sender();
+    for r in records {
+        sender.send(r.clone()).unwrap();
+    }
+    writer.finish(RunEnd::default()).unwrap()
+}
+
+fn format_benches(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut group = c.benchmark_group("format");
+    group.sample_size(10);
+    for with_text in [false, true] {
+        let label = if with_text { "text" } else { "no_text" };
+        let records = synthetic::requests(42, REQUESTS, OUTPUT_CHUNKS, with_text);
+        let chunks: u64 = records.iter().map(|r| r.chunks.len() as u64).sum();
+        let path = dir.path().join(format!("{label}.trace"));
+        let stats = write_trace(&path, &records);
+        eprintln!(
+            "format/{label}: {} requests, {chunks} chunks, {} blocks, {} bytes = {:.2} bytes/chunk",
+            stats.requests,
+            stats.blocks,
+            stats.file_bytes,
+            stats.file_bytes as f64 / chunks as f64
+        );
+        group.throughput(Throughput::Elements(chunks));
+
+        group.bench_function(format!("write/{label}"), |b| {
+            b.iter_batched(
+                || records.clone(),
+                |recs| {
+                    let config = WriterConfig {
+                        block_max_age: Duration::from_secs(600),
+                        ..Default::default()
+                    };
+                    let writer = TraceWriter::create(
+                        &path.with_extension("w"),
+                        header(),
+                        &Manifest::default(),
+                        config,
+                    )
+                    .unwrap();
+                    let sender = writer.sender();
+                    for r in recs {
+                        sender.send(r).unwrap();
+                    }
+                    writer.finish(RunEnd::default()).unwrap()
+                },
+                criterion::BatchSize::LargeInput,
+            )
+        });
+
+        let reader = TraceReader::open(&path).unwrap();
+        group.bench_function(format!("decode_blocks/{label}"), |b| {
+            b.iter(|| {
+                let mut n = 0usize;
+                for i in 0..reader.block_count() {
+                    n += reader.decode_block(i).unwrap().chunk_count();
+                }
+                assert_eq!(n as u64, chunks);
+            })
+        });
+        group.bench_function(format!("open_and_decode/{label}"), |b| {
+            b.iter(|| {
+                let reader = TraceReader::open(&path).unwrap();
+                let n: usize = (0..reader.block_count())
+                    .map(|i| reader.decode_block(i).unwrap().chunk_count())
+                    .sum();
+                assert_eq!(n as u64, chunks);
+            })
+        });
+        group.bench_function(format!("records/{label}"), |b| {
+            b.iter(|| {
+                assert_eq!(
+                    reader
+                        .requests()
+                        .map(|r| r.unwrap().chunks.len() as u64)
+                        .sum::<u64>(),
+                    chunks
+                )
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, format_benches);
+criterion_main!(benches);

@@ -1,0 +1,136 @@
+//! Cost of the recorder's receive path per SSE event, without the network: the SSE parser
+//! alone, parser + JSON classification, and the full per-read path (clock read, parse,
+//! classify, append a ChunkRecord to a reserved vector).
+//!
+//! Run: `cargo bench --bench sse`
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use tokentrace_format::{mono_now_ns, Channel, ChunkRecord};
+use tokentrace_recorder::classify::{classify, OutputSink};
+use tokentrace_recorder::sse::SseParser;
+
+/// A vLLM-style chat stream: role, `n` content events with continuous usage, usage, [DONE].
+fn chat_stream(n: usize) -> Vec<u8> {
+    let mut s = String::new();
+    let head = r#"{"id":"chatcmpl-8a1f2c3d4e5f","object":"chat.completion.chunk","created":1732000000,"model":"meta-llama/Llama-3.1-8B-Instruct","#;
+    s.push_str(&format!(
+        "data: {head}\"choices\":[{{\"index\":0,\"delta\":{{\"role\":\"assistant\",\"content\":\"\"}},\"logprobs\":null,\"finish_reason\":null}}],\"usage\":{{\"prompt_tokens\":512,\"total_tokens\":512,\"completion_tokens\":0}}}}\n\n"
+    ));
+    for i in 0..n {
+        s.push_str(&format!(
+            "data: {head}\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\" token{i}\"}},\"logprobs\":null,\"finish_reason\":null}}],\"usage\":{{\"prompt_tokens\":512,\"total_tokens\":{},\"completion_tokens\":{}}}}}\n\n",
+            513 + i,
+            i + 1
+        ));
+    }
+    s.push_str(&format!(
+        "data: {head}\"choices\":[],\"usage\":{{\"prompt_tokens\":512,\"total_tokens\":{},\"completion_tokens\":{n}}}}}\n\ndata: [DONE]\n\n",
+        512 + n
+    ));
+    s.into_bytes()
+}
+
+/// Split `stream` into reads of one event each (the common case at low batch sizes).
+fn event_reads(stream: &[u8]) -> Vec<&[u8]> {
+    let mut reads = Vec::new();
+    let mut start = 0;
+    let mut i = 0;
+    while i + 1 < stream.len() {
+        if stream[i] == b'\n' && stream[i + 1] == b'\n' {
+            reads.push(&stream[start..i + 2]);
+            start = i + 2;
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    reads
+}
+
+fn bench(c: &mut Criterion) {
+    const EVENTS: usize = 256;
+    let stream = chat_stream(EVENTS);
+    let reads = event_reads(&stream);
+    let events = reads.len() as u64;
+    let mut group = c.benchmark_group("sse");
+    group.throughput(Throughput::Elements(events));
+
+    group.bench_function("parse_only/one_event_per_read", |b| {
+        let mut parser = SseParser::default();
+        b.iter(|| {
+            let mut n = 0usize;
+            for read in &reads {
+                parser.feed(read, |e| n += e.data.len()).unwrap();
+            }
+            black_box(n)
+        })
+    });
+
+    group.bench_function("parse_only/16KiB_reads", |b| {
+        let mut parser = SseParser::default();
+        b.iter(|| {
+            let mut n = 0usize;
+            for read in stream.chunks(16 << 10) {
+                parser.feed(read, |e| n += e.data.len()).unwrap();
+            }
+            black_box(n)
+        })
+    });
+
+    group.bench_function("parse_classify", |b| {
+        let mut parser = SseParser::default();
+        b.iter(|| {
+            let mut sink = OutputSink::new(false);
+            let mut n = 0u32;
+            for read in &reads {
+                parser
+                    .feed(read, |e| {
+                        if !e.is_done() {
+                            n += classify(e.data, &mut sink).map_or(0, |c| c.text_len);
+                        }
+                    })
+                    .unwrap();
+            }
+            black_box(n)
+        })
+    });
+
+    group.bench_function("hot_path_per_read", |b| {
+        let mut parser = SseParser::default();
+        b.iter(|| {
+            let mut sink = OutputSink::new(false);
+            let mut chunks: Vec<ChunkRecord> = Vec::with_capacity(EVENTS + 8);
+            for (read_index, read) in reads.iter().enumerate() {
+                let arrival_ns = mono_now_ns();
+                parser
+                    .feed(read, |e| {
+                        let mut chunk = ChunkRecord {
+                            arrival_ns,
+                            read_index: read_index as u32,
+                            bytes: e.wire_bytes,
+                            channel: Channel::Done,
+                            text_len: 0,
+                            tokens: None,
+                            text: None,
+                        };
+                        if !e.is_done() {
+                            if let Ok(c) = classify(e.data, &mut sink) {
+                                chunk.channel = c.channel;
+                                chunk.text_len = c.text_len;
+                                chunk.tokens = c.usage.and_then(|u| u.completion_tokens);
+                            }
+                        }
+                        chunks.push(chunk);
+                    })
+                    .unwrap();
+            }
+            black_box(chunks)
+        })
+    });
+    group.finish();
+
+    c.bench_function("clock/mono_now_ns", |b| b.iter(|| black_box(mono_now_ns())));
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,228 @@
+//! The search manifest (`DIR/capacity.json`): everything needed to rebuild the report offline
+//! besides the trial traces themselves, plus a log of the trials as they were judged live.
+
+use crate::error::CapacityError;
+use crate::slo::{number, Slo};
+use crate::workload::{SearchSettings, Workload};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+use std::path::{Path, PathBuf};
+
+/// File name of the manifest inside the search directory.
+pub const MANIFEST_FILE: &str = "capacity.json";
+/// File name of the report the live search writes next to it.
+pub const REPORT_FILE: &str = "report.json";
+/// The `kind` that identifies a capacity search manifest.
+pub const MANIFEST_KIND: &str = "tokentrace-capacity-search";
+
+/// One trial as the live search judged it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrialLogEntry {
+    /// The workload (`2048/512`).
+    pub workload: String,
+    /// The level.
+    pub concurrency: u32,
+    /// The trial number.
+    pub trial: u32,
+    /// The trace, relative to the search directory.
+    pub trace: String,
+    /// The live verdict.
+    pub passed: bool,
+}
+
+/// The search's description.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchManifest {
+    /// Always [`MANIFEST_KIND`].
+    pub kind: String,
+    /// Version of this manifest's layout.
+    pub schema_version: u32,
+    /// tokentrace version that ran the search.
+    pub tool_version: String,
+    /// Command line with secrets removed.
+    pub argv: Vec<String>,
+    /// Target base URL.
+    pub base_url: String,
+    /// Model name sent.
+    pub model: String,
+    /// Workloads, in search order.
+    pub workloads: Vec<Workload>,
+    /// SLO specs in canonical form (all must hold).
+    pub slos: Vec<String>,
+    /// The protocol whose definitions the SLOs and the report use.
+    pub protocol: String,
+    /// Sampling temperature sent.
+    pub temperature: f64,
+    /// Bounds, trials, requests and budget.
+    pub settings: SearchSettings,
+    /// How the server's cache was treated between trials (free text for the report).
+    pub cache_policy: String,
+    /// Experiment description for the report (labels, nested by dotted keys).
+    pub experiment: Map<String, Value>,
+    /// Every trial run, in order, with its live verdict.
+    pub trials: Vec<TrialLogEntry>,
+}
+
+impl SearchManifest {
+    /// The SLOs, parsed.
+    pub fn parsed_slos(&self) -> Result<Vec<Slo>, CapacityError> {
+        crate::slo::parse_all(&self.slos)
+    }
+
+    /// The path of a trial's trace relative to the search directory:
+    /// `<isl>x<osl>/c<N>/trial<k>.ttrace`.
+    pub fn trial_path(workload: &Workload, concurrency: u32, trial: u32) -> PathBuf {
+        Path::new(&workload.dir_name())
+            .join(format!("c{concurrency}"))
+            .join(format!("trial{trial}.ttrace"))
+    }
+
+    /// Reads `DIR/capacity.json`.
+    pub fn load(dir: &Path) -> Result<SearchManifest, CapacityError> {
+        let path = dir.join(MANIFEST_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|e| CapacityError::io(&path, e))?;
+        let manifest: SearchManifest =
+            serde_json::from_str(&text).map_err(|e| CapacityError::Directory {
+                path: path.clone(),
+                why: format!("not a capacity search manifest: {e}"),
+            })?;
+        if manifest.kind != MANIFEST_KIND {
+            return Err(CapacityError::Directory {
+                path,
+                why: format!("kind is `{}`, expected `{MANIFEST_KIND}`", manifest.kind),
+            });
+        }
+        Ok(manifest)
+    }
+
+    /// Writes `DIR/capacity.json` atomically (temporary file, then rename), so a crash never
+    /// leaves half a manifest.
+    pub fn save(&self, dir: &Path) -> Result<(), CapacityError> {
+        let path = dir.join(MANIFEST_FILE);
+        let tmp = dir.join(format!("{MANIFEST_FILE}.tmp"));
+        let mut text =
+            serde_json::to_string_pretty(self).map_err(|e| CapacityError::Directory {
+                path: path.clone(),
+                why: e.to_string(),
+            })?;
+        text.push('\n');
+        std::fs::write(&tmp, text).map_err(|e| CapacityError::io(&tmp, e))?;
+        std::fs::rename(&tmp, &path).map_err(|e| CapacityError::io(&path, e))
+    }
+
+    /// The report's `experiment` block: the model, then the labels in the order given.
+    pub fn experiment_block(&self) -> Value {
+        let mut block = Map::new();
+        if !self.experiment.contains_key("model") {
+            block.insert("model".into(), json!(self.model));
+        }
+        for (key, value) in &self.experiment {
+            block.insert(key.clone(), value.clone());
+        }
+        Value::Object(block)
+    }
+
+    /// Which definitions the report uses, for the method block's `version`.
+    fn method_version(&self) -> String {
+        let tool = &self.tool_version;
+        if self.protocol == crate::judge::DEFAULT_PROTOCOL {
+            format!("aiperf definitions (tokentrace {tool})")
+        } else {
+            format!(
+                "SLOs judged under {} definitions, metric blocks under aiperf definitions (tokentrace {tool})",
+                self.protocol
+            )
+        }
+    }
+
+    /// The report's method block (the fixture's `aiperf` key): how every trial was run.
+    pub fn method_block(&self) -> Value {
+        let s = &self.settings;
+        json!({
+            "version": self.method_version(),
+            "arrival_pattern": "closed-loop concurrency burst",
+            "streaming": true,
+            "server_token_count": true,
+            "temperature": number(self.temperature),
+            "ignore_eos": true,
+            "warmups_per_trial": s.warmups_per_trial,
+            "measured_requests_per_trial": s.measured_requests_per_trial,
+            "independent_trials_per_boundary_side": s.trials_per_level,
+            "cache_policy": self.cache_policy,
+        })
+    }
+}
+
+/// Turns `--label key=value` pairs into the experiment map: values that parse as JSON numbers
+/// or booleans become such, a JSON-quoted value (`"17012946"`) a string of what is inside the
+/// quotes, everything else a string as given; dotted keys nest
+/// (`speculative_mode.steps=7` becomes `"speculative_mode": {"steps": 7}`).
+pub fn experiment_from_labels(labels: &[(String, String)]) -> Map<String, Value> {
+    let mut map = Map::new();
+    for (key, raw) in labels {
+        let value = match serde_json::from_str::<Value>(raw) {
+            Ok(v @ (Value::Number(_) | Value::Bool(_) | Value::String(_))) => v,
+            _ => Value::String(raw.clone()),
+        };
+        let parts: Vec<&str> = key.split('.').filter(|p| !p.is_empty()).collect();
+        insert_path(&mut map, &parts, value);
+    }
+    map
+}
+
+fn insert_path(map: &mut Map<String, Value>, parts: &[&str], value: Value) {
+    match parts {
+        [] => {}
+        [leaf] => {
+            map.insert(leaf.to_string(), value);
+        }
+        [head, rest @ ..] => {
+            let entry = map
+                .entry(head.to_string())
+                .or_insert_with(|| Value::Object(Map::new()));
+            if !entry.is_object() {
+                *entry = Value::Object(Map::new());
+            }
+            if let Value::Object(inner) = entry {
+                insert_path(inner, rest, value);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_nest_and_keep_types() {
+        let labels: Vec<(String, String)> = [
+            ("image_tag", "sglang:latest"),
+            ("tensor_parallelism", "4"),
+            ("speculative_mode.algorithm", "EAGLE/MTP"),
+            ("speculative_mode.steps", "7"),
+            ("driver", "\"17012946\""),
+            ("hardware", "4 x GPU, 32656 MiB each"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let map = experiment_from_labels(&labels);
+        assert_eq!(
+            Value::Object(map).to_string(),
+            r#"{"image_tag":"sglang:latest","tensor_parallelism":4,"speculative_mode":{"algorithm":"EAGLE/MTP","steps":7},"driver":"17012946","hardware":"4 x GPU, 32656 MiB each"}"#
+        );
+    }
+
+    #[test]
+    fn trial_paths_follow_the_layout() {
+        let w = Workload {
+            isl: 2048,
+            osl: 512,
+        };
+        assert_eq!(
+            SearchManifest::trial_path(&w, 12, 3),
+            Path::new("2048x512/c12/trial3.ttrace")
+        );
+    }
+}

@@ -1,0 +1,294 @@
+//! One trial's metric block, under AIPerf's definitions (the fixture's method).
+//!
+//! Per successful measured request, with times from the request's send:
+//! - TTFT: the first non-empty reasoning or content delta;
+//! - request latency: the last non-empty reasoning or content delta (not the usage event or
+//!   `[DONE]` that may follow);
+//! - output sequence length: the server's `usage.completion_tokens` (AIPerf's
+//!   `server_token_count`), else the number of non-empty output deltas;
+//! - ITL: (latency - TTFT) / (OSL - 1), for OSL > 1; per-user throughput: 1 / ITL.
+//!
+//! Per trial: benchmark duration from the first send to the last end of a measured request;
+//! output throughput = total OSL / duration; request throughput = successful requests / duration.
+//! Percentiles are numpy-linear, as AIPerf reports them.
+
+use crate::slo::SloMetric;
+use crate::stats::{mean, percentile_linear};
+use serde_json::{json, Map, Value};
+use tokentrace_format::{Channel, Outcome, Phase, RequestRecord};
+
+/// Smallest and largest of a set of token counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct MinMax {
+    /// Smallest value seen.
+    pub min: Option<f64>,
+    /// Largest value seen.
+    pub max: Option<f64>,
+}
+
+impl MinMax {
+    /// Adds one value.
+    pub fn add(&mut self, value: f64) {
+        self.min = Some(self.min.map_or(value, |m| m.min(value)));
+        self.max = Some(self.max.map_or(value, |m| m.max(value)));
+    }
+
+    /// Merges another range into this one.
+    pub fn merge(&mut self, other: MinMax) {
+        if let Some(v) = other.min {
+            self.add(v);
+        }
+        if let Some(v) = other.max {
+            self.add(v);
+        }
+    }
+
+    /// `{"min": .., "max": ..}` with floats, as the fixture prints them (`2099.0`).
+    pub fn to_json(self) -> Value {
+        json!({ "min": self.min, "max": self.max })
+    }
+}
+
+/// The per-request values and trial totals of one trial.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TrialMetrics {
+    /// TTFT per successful request, ms.
+    pub ttft_ms: Vec<f64>,
+    /// Request latency per successful request, ms.
+    pub request_latency_ms: Vec<f64>,
+    /// ITL per successful request with OSL > 1, ms.
+    pub itl_ms: Vec<f64>,
+    /// Output tokens per second per user (1000 / ITL ms).
+    pub per_user_tps: Vec<f64>,
+    /// Sum of output sequence lengths.
+    pub output_tokens: u64,
+    /// Successful measured requests.
+    pub requests: u64,
+    /// First send to last end of the measured requests, seconds.
+    pub duration_s: f64,
+    /// Server-reported prompt tokens.
+    pub server_prompt_tokens: MinMax,
+    /// Server-reported completion tokens.
+    pub server_completion_tokens: MinMax,
+}
+
+const NS_PER_MS: f64 = 1e6;
+
+impl TrialMetrics {
+    /// Computes the metrics of the measured requests among `records`.
+    pub fn from_records(records: &[RequestRecord]) -> TrialMetrics {
+        let mut m = TrialMetrics::default();
+        let measured = records.iter().filter(|r| r.phase == Phase::Measured);
+        let first_send = measured.clone().map(|r| r.send_ns).min();
+        let last_end = measured.clone().map(|r| r.end_ns).max();
+        if let (Some(start), Some(end)) = (first_send, last_end) {
+            m.duration_s = end.saturating_sub(start) as f64 / 1e9;
+        }
+        for record in measured.filter(|r| r.outcome == Outcome::Ok) {
+            m.add_request(record);
+        }
+        m
+    }
+
+    fn add_request(&mut self, record: &RequestRecord) {
+        let mut outputs = record.chunks.iter().filter(|c| {
+            matches!(c.channel, Channel::Reasoning | Channel::Content) && c.text_len > 0
+        });
+        let Some(first) = outputs.next() else {
+            return;
+        };
+        let last = outputs.clone().next_back().unwrap_or(first);
+        let output_chunks = 1 + outputs.count() as u64;
+        let ttft = first.arrival_ns.saturating_sub(record.send_ns) as f64 / NS_PER_MS;
+        let latency = last.arrival_ns.saturating_sub(record.send_ns) as f64 / NS_PER_MS;
+        let osl = record
+            .usage
+            .completion_tokens
+            .map_or(output_chunks, u64::from);
+        self.requests += 1;
+        self.output_tokens += osl;
+        self.ttft_ms.push(ttft);
+        self.request_latency_ms.push(latency);
+        if osl > 1 {
+            let itl = (latency - ttft) / (osl - 1) as f64;
+            self.itl_ms.push(itl);
+            if itl > 0.0 {
+                self.per_user_tps.push(1000.0 / itl);
+            }
+        }
+        if let Some(p) = record.usage.prompt_tokens {
+            self.server_prompt_tokens.add(f64::from(p));
+        }
+        if let Some(c) = record.usage.completion_tokens {
+            self.server_completion_tokens.add(f64::from(c));
+        }
+    }
+
+    /// The per-request values an SLO on `metric` is judged on.
+    pub fn values_of(&self, metric: SloMetric) -> &[f64] {
+        match metric {
+            SloMetric::Ttft => &self.ttft_ms,
+            SloMetric::Itl => &self.itl_ms,
+            SloMetric::RequestLatency => &self.request_latency_ms,
+            SloMetric::PerUserOutputThroughput => &self.per_user_tps,
+        }
+    }
+
+    fn per_second(&self, count: f64) -> Option<f64> {
+        (self.duration_s > 0.0).then(|| count / self.duration_s)
+    }
+
+    /// The fixture's per-trial metric keys, in its order (correctness and trial are added by
+    /// the report).
+    pub fn to_json(&self) -> Map<String, Value> {
+        let pcts = |values: &[f64]| {
+            json!({
+                "p50": percentile_linear(values, 50.0),
+                "p95": percentile_linear(values, 95.0),
+                "p99": percentile_linear(values, 99.0),
+            })
+        };
+        let mut block = Map::new();
+        block.insert("ttft_ms".into(), pcts(&self.ttft_ms));
+        block.insert("request_latency_ms".into(), pcts(&self.request_latency_ms));
+        block.insert("itl_ms".into(), pcts(&self.itl_ms));
+        block.insert(
+            "output_throughput_tps".into(),
+            json!(self.per_second(self.output_tokens as f64)),
+        );
+        block.insert(
+            "per_user_output_throughput_tps".into(),
+            json!({
+                "avg": mean(&self.per_user_tps),
+                "p50": percentile_linear(&self.per_user_tps, 50.0),
+                "p95": percentile_linear(&self.per_user_tps, 95.0),
+            }),
+        );
+        block.insert(
+            "request_throughput_rps".into(),
+            json!(self.per_second(self.requests as f64)),
+        );
+        block.insert("benchmark_duration_s".into(), json!(self.duration_s));
+        block.insert(
+            "server_prompt_tokens".into(),
+            self.server_prompt_tokens.to_json(),
+        );
+        block.insert(
+            "server_completion_tokens".into(),
+            self.server_completion_tokens.to_json(),
+        );
+        block
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use tokentrace_format::{ChunkRecord, Usage};
+
+    /// A successful record: sent at `send`, output chunks at `arrivals` (ms from send), then a
+    /// usage event and `[DONE]`, with the given usage.
+    pub(crate) fn record(
+        id: u64,
+        phase: Phase,
+        send_ms: u64,
+        arrivals_ms: &[u64],
+        completion_tokens: u32,
+    ) -> RequestRecord {
+        let ms = 1_000_000u64;
+        let send_ns = send_ms * ms;
+        let mut chunks = vec![chunk(send_ns + ms / 2, Channel::Role, 0)];
+        for &a in arrivals_ms {
+            chunks.push(chunk(send_ns + a * ms, Channel::Content, 4));
+        }
+        let last = arrivals_ms.last().copied().unwrap_or(0);
+        chunks.push(chunk(send_ns + (last + 1) * ms, Channel::Usage, 0));
+        chunks.push(chunk(send_ns + (last + 2) * ms, Channel::Done, 0));
+        RequestRecord {
+            id,
+            phase,
+            trial: 0,
+            intended_ns: send_ns,
+            send_ns,
+            headers_ns: Some(send_ns + ms / 4),
+            end_ns: send_ns + (last + 2) * ms,
+            http_status: 200,
+            outcome: Outcome::Ok,
+            error: None,
+            usage: Usage {
+                prompt_tokens: Some(100 + id as u32 % 3),
+                completion_tokens: Some(completion_tokens),
+                reasoning_tokens: None,
+                cached_tokens: None,
+            },
+            finish_reason: Some("length".into()),
+            prompt_hash: 1000 + id,
+            prompt_bytes: 400,
+            output_hash: 5000 + id,
+            output_bytes: 4 * arrivals_ms.len() as u32,
+            planned_input_tokens: Some(100),
+            response_headers: Vec::new(),
+            chunks,
+        }
+    }
+
+    fn chunk(arrival_ns: u64, channel: Channel, text_len: u32) -> ChunkRecord {
+        ChunkRecord {
+            arrival_ns,
+            read_index: 0,
+            bytes: 40 + text_len,
+            channel,
+            text_len,
+            tokens: None,
+            text: None,
+        }
+    }
+
+    #[test]
+    fn aiperf_definitions_per_request_and_per_trial() {
+        let records = vec![
+            // Warmup: ignored by metrics.
+            record(0, Phase::Warmup, 0, &[500, 600], 2),
+            // TTFT 100 ms, last output 400 ms, 4 tokens: ITL 100 ms, 10 tok/s per user.
+            record(1, Phase::Measured, 1000, &[100, 200, 300, 400], 4),
+            // TTFT 300 ms, last output 500 ms, 5 tokens: ITL 50 ms.
+            record(2, Phase::Measured, 1500, &[300, 500], 5),
+        ];
+        let m = TrialMetrics::from_records(&records);
+        assert_eq!(m.ttft_ms, vec![100.0, 300.0]);
+        assert_eq!(m.request_latency_ms, vec![400.0, 500.0]);
+        assert_eq!(m.itl_ms, vec![100.0, 50.0]);
+        assert_eq!(m.per_user_tps, vec![10.0, 20.0]);
+        assert_eq!(m.output_tokens, 9);
+        assert_eq!(m.requests, 2);
+        // First send 1000 ms, last end 1500 + 502 ms.
+        assert!((m.duration_s - 1.002).abs() < 1e-12);
+        assert_eq!(m.server_prompt_tokens.min, Some(101.0));
+        assert_eq!(m.server_prompt_tokens.max, Some(102.0));
+        let block = Value::Object(m.to_json());
+        assert_eq!(block["ttft_ms"]["p50"], json!(200.0));
+        assert_eq!(block["per_user_output_throughput_tps"]["avg"], json!(15.0));
+        assert_eq!(
+            block["server_completion_tokens"],
+            json!({"min": 4.0, "max": 5.0})
+        );
+        let rps = block["request_throughput_rps"].as_f64().unwrap();
+        assert!((rps - 2.0 / 1.002).abs() < 1e-12);
+    }
+
+    #[test]
+    fn failed_requests_are_not_measured_and_empty_trials_have_nulls() {
+        let mut failed = record(1, Phase::Measured, 0, &[100], 1);
+        failed.outcome = Outcome::HttpError;
+        failed.http_status = 503;
+        let m = TrialMetrics::from_records(&[failed]);
+        assert_eq!(m.requests, 0);
+        let block = Value::Object(m.to_json());
+        assert_eq!(block["ttft_ms"]["p95"], Value::Null);
+        let m = TrialMetrics::from_records(&[]);
+        assert_eq!(
+            Value::Object(m.to_json())["output_throughput_tps"],
+            Value::Null
+        );
+    }
+}

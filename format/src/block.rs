@@ -1,0 +1,149 @@
+//! The columnar, in-memory view of one decoded block: request metadata in one vector and every
+//! chunk field in its own vector, so analysis walks flat arrays instead of per-chunk structs.
+
+use crate::types::{Channel, ChunkRecord, Outcome, Phase, RequestRecord, Usage};
+
+/// Every [`RequestRecord`] field except `chunks`, plus where its chunks are in
+/// [`ChunkColumns`] (`chunk_start .. chunk_start + chunk_len`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestMeta {
+    /// See [`RequestRecord::id`].
+    pub id: u64,
+    /// See [`RequestRecord::phase`].
+    pub phase: Phase,
+    /// See [`RequestRecord::trial`].
+    pub trial: u32,
+    /// See [`RequestRecord::intended_ns`].
+    pub intended_ns: u64,
+    /// See [`RequestRecord::send_ns`].
+    pub send_ns: u64,
+    /// See [`RequestRecord::headers_ns`].
+    pub headers_ns: Option<u64>,
+    /// See [`RequestRecord::end_ns`].
+    pub end_ns: u64,
+    /// See [`RequestRecord::http_status`].
+    pub http_status: u16,
+    /// See [`RequestRecord::outcome`].
+    pub outcome: Outcome,
+    /// See [`RequestRecord::error`].
+    pub error: Option<String>,
+    /// See [`RequestRecord::usage`].
+    pub usage: Usage,
+    /// See [`RequestRecord::finish_reason`].
+    pub finish_reason: Option<String>,
+    /// See [`RequestRecord::prompt_hash`].
+    pub prompt_hash: u64,
+    /// See [`RequestRecord::prompt_bytes`].
+    pub prompt_bytes: u32,
+    /// See [`RequestRecord::output_hash`].
+    pub output_hash: u64,
+    /// See [`RequestRecord::output_bytes`].
+    pub output_bytes: u32,
+    /// See [`RequestRecord::planned_input_tokens`].
+    pub planned_input_tokens: Option<u32>,
+    /// See [`RequestRecord::response_headers`].
+    pub response_headers: Vec<(String, String)>,
+    /// Index of the request's first chunk in the block's [`ChunkColumns`].
+    pub chunk_start: usize,
+    /// Number of chunks the request has.
+    pub chunk_len: usize,
+}
+
+impl RequestMeta {
+    /// The range of this request's chunks in the block's [`ChunkColumns`].
+    pub fn chunk_range(&self) -> std::ops::Range<usize> {
+        self.chunk_start..self.chunk_start + self.chunk_len
+    }
+}
+
+/// Every chunk of a block, one vector per field, all of the same length. Times are absolute
+/// (ns from the clock anchor), already un-delta'd.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChunkColumns {
+    /// See [`ChunkRecord::arrival_ns`].
+    pub arrival_ns: Vec<u64>,
+    /// See [`ChunkRecord::read_index`].
+    pub read_index: Vec<u32>,
+    /// See [`ChunkRecord::bytes`].
+    pub bytes: Vec<u32>,
+    /// See [`ChunkRecord::channel`].
+    pub channel: Vec<Channel>,
+    /// See [`ChunkRecord::text_len`].
+    pub text_len: Vec<u32>,
+    /// See [`ChunkRecord::tokens`].
+    pub tokens: Vec<Option<u32>>,
+    /// See [`ChunkRecord::text`].
+    pub text: Vec<Option<String>>,
+}
+
+impl ChunkColumns {
+    /// Number of chunks.
+    pub fn len(&self) -> usize {
+        self.arrival_ns.len()
+    }
+
+    /// True when there are no chunks.
+    pub fn is_empty(&self) -> bool {
+        self.arrival_ns.is_empty()
+    }
+
+    /// Materializes chunk `i` (panics if out of range, like slice indexing).
+    pub fn chunk(&self, i: usize) -> ChunkRecord {
+        ChunkRecord {
+            arrival_ns: self.arrival_ns[i],
+            read_index: self.read_index[i],
+            bytes: self.bytes[i],
+            channel: self.channel[i],
+            text_len: self.text_len[i],
+            tokens: self.tokens[i],
+            text: self.text[i].clone(),
+        }
+    }
+}
+
+/// Columnar view of one block, for fast analysis without per-chunk structs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DecodedBlock {
+    /// The block's requests, in the order they were written.
+    pub requests: Vec<RequestMeta>,
+    /// Every chunk of every request, request by request.
+    pub chunks: ChunkColumns,
+}
+
+impl DecodedBlock {
+    /// Materializes request `i` with its chunks (panics if out of range, like slice indexing).
+    pub fn record(&self, i: usize) -> RequestRecord {
+        let meta = &self.requests[i];
+        RequestRecord {
+            id: meta.id,
+            phase: meta.phase,
+            trial: meta.trial,
+            intended_ns: meta.intended_ns,
+            send_ns: meta.send_ns,
+            headers_ns: meta.headers_ns,
+            end_ns: meta.end_ns,
+            http_status: meta.http_status,
+            outcome: meta.outcome,
+            error: meta.error.clone(),
+            usage: meta.usage,
+            finish_reason: meta.finish_reason.clone(),
+            prompt_hash: meta.prompt_hash,
+            prompt_bytes: meta.prompt_bytes,
+            output_hash: meta.output_hash,
+            output_bytes: meta.output_bytes,
+            planned_input_tokens: meta.planned_input_tokens,
+            response_headers: meta.response_headers.clone(),
+            chunks: meta.chunk_range().map(|c| self.chunks.chunk(c)).collect(),
+        }
+    }
+
+    /// Materializes every request of the block.
+    pub fn records(&self) -> Vec<RequestRecord> {
+        (0..self.requests.len()).map(|i| self.record(i)).collect()
+    }
+
+    /// Total chunks in the block.
+    pub fn chunk_count(&self) -> usize {
+        self.chunks.len()
+    }
+}

@@ -1,0 +1,360 @@
+//! The columnar block payload (before zstd): the only module that uses bincode.
+//!
+//! A block payload is a sequence of bincode 2 values, one per column, encoded with
+//! `bincode::config::standard()` (little-endian, variable-length integers). docs/FORMAT.md
+//! spells out the resulting bytes so that no reader needs bincode; keep the two in step.
+//!
+//! Times are delta-encoded so that the common values are small: a chunk's arrival is relative to
+//! the previous chunk of its request (the first chunk: to the request's send time). Deltas use
+//! wrapping arithmetic reinterpreted as i64, so every u64 round-trips exactly.
+
+use crate::block::{ChunkColumns, DecodedBlock, RequestMeta};
+use crate::types::{Channel, Outcome, Phase, RequestRecord, Usage};
+use bincode::config::{self, Configuration};
+use bincode::{Decode, Encode};
+
+/// Upper bound on the memory bincode may claim while decoding one column; protects against a
+/// hostile length prefix asking for a huge allocation (each claim is checked before allocating).
+const DECODE_LIMIT: usize = 1 << 30;
+
+fn encode_config() -> Configuration {
+    config::standard()
+}
+
+fn decode_config(
+) -> Configuration<config::LittleEndian, config::Varint, config::Limit<DECODE_LIMIT>> {
+    config::standard().with_limit::<DECODE_LIMIT>()
+}
+
+fn put<T: Encode>(out: &mut Vec<u8>, value: &T) -> Result<(), String> {
+    bincode::encode_into_std_write(value, out, encode_config())
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// Reads columns one after another from a block payload.
+struct ColumnReader<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl ColumnReader<'_> {
+    fn take<T: Decode<()>>(&mut self, name: &str) -> Result<T, String> {
+        let rest = self.data.get(self.pos..).unwrap_or_default();
+        // Every element takes at least one byte, so a count above the bytes left is damage;
+        // refusing it here keeps a bad count from reserving memory for entries that cannot exist.
+        let (count, _) = bincode::decode_from_slice::<u64, _>(rest, decode_config())
+            .map_err(|e| format!("column `{name}`: {e}"))?;
+        if count > rest.len() as u64 {
+            return Err(format!(
+                "column `{name}` claims {count} entries in {} bytes",
+                rest.len()
+            ));
+        }
+        let (value, used) = bincode::decode_from_slice::<T, _>(rest, decode_config())
+            .map_err(|e| format!("column `{name}`: {e}"))?;
+        self.pos += used;
+        Ok(value)
+    }
+
+    /// Takes a column that must have exactly `len` entries.
+    fn take_n<T: Decode<()>>(&mut self, name: &str, len: usize) -> Result<Vec<T>, String> {
+        let column: Vec<T> = self.take(name)?;
+        if column.len() != len {
+            return Err(format!(
+                "column `{name}` has {} entries, expected {len}",
+                column.len()
+            ));
+        }
+        Ok(column)
+    }
+}
+
+#[inline]
+fn delta(from: u64, to: u64) -> i64 {
+    to.wrapping_sub(from) as i64
+}
+
+#[inline]
+fn undelta(from: u64, d: i64) -> u64 {
+    from.wrapping_add(d as u64)
+}
+
+/// Encodes requests (with their chunks) into an uncompressed block payload.
+pub fn encode_block(requests: &[RequestRecord]) -> Result<Vec<u8>, String> {
+    let n = requests.len();
+    let m: usize = requests.iter().map(|r| r.chunks.len()).sum();
+    let mut out = Vec::with_capacity(64 * n + 12 * m);
+
+    let mut prev_id = 0u64;
+    let mut prev_intended = 0u64;
+    let mut ids = Vec::with_capacity(n);
+    let mut intended = Vec::with_capacity(n);
+    for r in requests {
+        ids.push(delta(prev_id, r.id));
+        intended.push(delta(prev_intended, r.intended_ns));
+        prev_id = r.id;
+        prev_intended = r.intended_ns;
+    }
+    put(&mut out, &ids)?;
+    put(
+        &mut out,
+        &requests.iter().map(|r| r.phase as u8).collect::<Vec<u8>>(),
+    )?;
+    put(
+        &mut out,
+        &requests.iter().map(|r| r.trial).collect::<Vec<u32>>(),
+    )?;
+    put(&mut out, &intended)?;
+    let send: Vec<i64> = requests
+        .iter()
+        .map(|r| delta(r.intended_ns, r.send_ns))
+        .collect();
+    put(&mut out, &send)?;
+    let headers: Vec<Option<i64>> = requests
+        .iter()
+        .map(|r| r.headers_ns.map(|h| delta(r.send_ns, h)))
+        .collect();
+    put(&mut out, &headers)?;
+    put(
+        &mut out,
+        &requests
+            .iter()
+            .map(|r| delta(r.send_ns, r.end_ns))
+            .collect::<Vec<i64>>(),
+    )?;
+    put(
+        &mut out,
+        &requests.iter().map(|r| r.http_status).collect::<Vec<u16>>(),
+    )?;
+    put(
+        &mut out,
+        &requests
+            .iter()
+            .map(|r| r.outcome as u8)
+            .collect::<Vec<u8>>(),
+    )?;
+    put(
+        &mut out,
+        &requests
+            .iter()
+            .map(|r| r.error.as_deref())
+            .collect::<Vec<_>>(),
+    )?;
+    let usage_columns: [fn(&Usage) -> Option<u32>; 4] = [
+        |u| u.prompt_tokens,
+        |u| u.completion_tokens,
+        |u| u.reasoning_tokens,
+        |u| u.cached_tokens,
+    ];
+    for column in usage_columns {
+        put(
+            &mut out,
+            &requests
+                .iter()
+                .map(|r| column(&r.usage))
+                .collect::<Vec<_>>(),
+        )?;
+    }
+    put(
+        &mut out,
+        &requests
+            .iter()
+            .map(|r| r.finish_reason.as_deref())
+            .collect::<Vec<_>>(),
+    )?;
+    put(
+        &mut out,
+        &requests.iter().map(|r| r.prompt_hash).collect::<Vec<u64>>(),
+    )?;
+    put(
+        &mut out,
+        &requests
+            .iter()
+            .map(|r| r.prompt_bytes)
+            .collect::<Vec<u32>>(),
+    )?;
+    put(
+        &mut out,
+        &requests.iter().map(|r| r.output_hash).collect::<Vec<u64>>(),
+    )?;
+    put(
+        &mut out,
+        &requests
+            .iter()
+            .map(|r| r.output_bytes)
+            .collect::<Vec<u32>>(),
+    )?;
+    put(
+        &mut out,
+        &requests
+            .iter()
+            .map(|r| r.planned_input_tokens)
+            .collect::<Vec<_>>(),
+    )?;
+    let headers_lists: Vec<&[(String, String)]> = requests
+        .iter()
+        .map(|r| r.response_headers.as_slice())
+        .collect();
+    put(&mut out, &headers_lists)?;
+    let counts: Vec<u64> = requests.iter().map(|r| r.chunks.len() as u64).collect();
+    put(&mut out, &counts)?;
+
+    let mut arrival = Vec::with_capacity(m);
+    let mut read = Vec::with_capacity(m);
+    for r in requests {
+        let mut prev_arrival = r.send_ns;
+        let mut prev_read = 0u32;
+        for c in &r.chunks {
+            arrival.push(delta(prev_arrival, c.arrival_ns));
+            read.push(c.read_index.wrapping_sub(prev_read));
+            prev_arrival = c.arrival_ns;
+            prev_read = c.read_index;
+        }
+    }
+    put(&mut out, &arrival)?;
+    put(&mut out, &read)?;
+    let chunks = || requests.iter().flat_map(|r| r.chunks.iter());
+    put(&mut out, &chunks().map(|c| c.bytes).collect::<Vec<u32>>())?;
+    put(
+        &mut out,
+        &chunks().map(|c| c.channel as u8).collect::<Vec<u8>>(),
+    )?;
+    put(
+        &mut out,
+        &chunks().map(|c| c.text_len).collect::<Vec<u32>>(),
+    )?;
+    put(
+        &mut out,
+        &chunks().map(|c| c.tokens).collect::<Vec<Option<u32>>>(),
+    )?;
+    put(
+        &mut out,
+        &chunks().map(|c| c.text.as_deref()).collect::<Vec<_>>(),
+    )?;
+    Ok(out)
+}
+
+/// Decodes an uncompressed block payload. Errors describe the first column that is wrong.
+pub fn decode_block(data: &[u8]) -> Result<DecodedBlock, String> {
+    let mut rd = ColumnReader { data, pos: 0 };
+    let ids: Vec<i64> = rd.take("id")?;
+    let n = ids.len();
+    let phase: Vec<u8> = rd.take_n("phase", n)?;
+    let trial: Vec<u32> = rd.take_n("trial", n)?;
+    let intended: Vec<i64> = rd.take_n("intended", n)?;
+    let send: Vec<i64> = rd.take_n("send", n)?;
+    let headers: Vec<Option<i64>> = rd.take_n("headers", n)?;
+    let end: Vec<i64> = rd.take_n("end", n)?;
+    let http_status: Vec<u16> = rd.take_n("http_status", n)?;
+    let outcome: Vec<u8> = rd.take_n("outcome", n)?;
+    let mut error: Vec<Option<String>> = rd.take_n("error", n)?;
+    let prompt_tokens: Vec<Option<u32>> = rd.take_n("prompt_tokens", n)?;
+    let completion_tokens: Vec<Option<u32>> = rd.take_n("completion_tokens", n)?;
+    let reasoning_tokens: Vec<Option<u32>> = rd.take_n("reasoning_tokens", n)?;
+    let cached_tokens: Vec<Option<u32>> = rd.take_n("cached_tokens", n)?;
+    let mut finish: Vec<Option<String>> = rd.take_n("finish_reason", n)?;
+    let prompt_hash: Vec<u64> = rd.take_n("prompt_hash", n)?;
+    let prompt_bytes: Vec<u32> = rd.take_n("prompt_bytes", n)?;
+    let output_hash: Vec<u64> = rd.take_n("output_hash", n)?;
+    let output_bytes: Vec<u32> = rd.take_n("output_bytes", n)?;
+    let planned: Vec<Option<u32>> = rd.take_n("planned_input_tokens", n)?;
+    let mut response_headers: Vec<Vec<(String, String)>> = rd.take_n("response_headers", n)?;
+    let counts: Vec<u64> = rd.take_n("chunk_count", n)?;
+
+    let arrival_delta: Vec<i64> = rd.take("arrival")?;
+    let m = arrival_delta.len();
+    let total = counts
+        .iter()
+        .try_fold(0u64, |acc, &c| acc.checked_add(c))
+        .ok_or("chunk counts overflow")?;
+    if total != m as u64 {
+        return Err(format!(
+            "chunk counts add up to {total}, but the arrival column has {m} entries"
+        ));
+    }
+    let read_delta: Vec<u32> = rd.take_n("read_index", m)?;
+    let bytes: Vec<u32> = rd.take_n("bytes", m)?;
+    let channel_codes: Vec<u8> = rd.take_n("channel", m)?;
+    let text_len: Vec<u32> = rd.take_n("text_len", m)?;
+    let tokens: Vec<Option<u32>> = rd.take_n("tokens", m)?;
+    let text: Vec<Option<String>> = rd.take_n("text", m)?;
+
+    let mut channel = Vec::with_capacity(m);
+    for (i, &code) in channel_codes.iter().enumerate() {
+        channel.push(
+            Channel::from_code(code).ok_or_else(|| format!("chunk {i}: channel code {code}"))?,
+        );
+    }
+
+    let mut requests = Vec::with_capacity(n);
+    let mut arrival_ns = Vec::with_capacity(m);
+    let mut read_index = Vec::with_capacity(m);
+    let mut prev_id = 0u64;
+    let mut prev_intended = 0u64;
+    let mut chunk_start = 0usize;
+    for i in 0..n {
+        let id = undelta(prev_id, ids[i]);
+        let intended_ns = undelta(prev_intended, intended[i]);
+        prev_id = id;
+        prev_intended = intended_ns;
+        let send_ns = undelta(intended_ns, send[i]);
+        let phase = match phase[i] {
+            0 => Phase::Warmup,
+            1 => Phase::Measured,
+            code => return Err(format!("request {i}: phase code {code}")),
+        };
+        let outcome = Outcome::from_code(outcome[i])
+            .ok_or_else(|| format!("request {i}: outcome code {}", outcome[i]))?;
+        // `total == m` was checked above, so every count fits in usize and in the columns.
+        let chunk_len = counts[i] as usize;
+        let mut prev_arrival = send_ns;
+        let mut prev_read = 0u32;
+        for c in chunk_start..chunk_start + chunk_len {
+            prev_arrival = undelta(prev_arrival, arrival_delta[c]);
+            prev_read = prev_read.wrapping_add(read_delta[c]);
+            arrival_ns.push(prev_arrival);
+            read_index.push(prev_read);
+        }
+        requests.push(RequestMeta {
+            id,
+            phase,
+            trial: trial[i],
+            intended_ns,
+            send_ns,
+            headers_ns: headers[i].map(|d| undelta(send_ns, d)),
+            end_ns: undelta(send_ns, end[i]),
+            http_status: http_status[i],
+            outcome,
+            error: error[i].take(),
+            usage: Usage {
+                prompt_tokens: prompt_tokens[i],
+                completion_tokens: completion_tokens[i],
+                reasoning_tokens: reasoning_tokens[i],
+                cached_tokens: cached_tokens[i],
+            },
+            finish_reason: finish[i].take(),
+            prompt_hash: prompt_hash[i],
+            prompt_bytes: prompt_bytes[i],
+            output_hash: output_hash[i],
+            output_bytes: output_bytes[i],
+            planned_input_tokens: planned[i],
+            response_headers: std::mem::take(&mut response_headers[i]),
+            chunk_start,
+            chunk_len,
+        });
+        chunk_start += chunk_len;
+    }
+    Ok(DecodedBlock {
+        requests,
+        chunks: ChunkColumns {
+            arrival_ns,
+            read_index,
+            bytes,
+            channel,
+            text_len,
+            tokens,
+            text,
+        },
+    })
+}

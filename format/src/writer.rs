@@ -1,0 +1,361 @@
+//! The trace writer: an OS thread that owns the file, fed through a bounded channel.
+//!
+//! Records are grouped into blocks; a block is flushed when its estimated size reaches
+//! `block_target_bytes` or when its oldest record is `block_max_age` old (measured with
+//! `recv_timeout`, so it fires even when no record arrives). Each frame goes to the file in one
+//! `write` call, so a killed process leaves every earlier block complete on disk.
+//!
+//! fsync policy: the header and manifest are synced at `create`, the tail (run end, index,
+//! footer) at `finish`; blocks are synced only with `sync_every_block`. A killed process loses
+//! nothing the kernel already has; only a power loss can cost the blocks written since the
+//! last sync.
+
+use crate::codec;
+use crate::error::FormatError;
+use crate::frame::{self, FrameKind, IndexEntry, CODEC_NONE, CODEC_ZSTD, MAX_RAW_LEN};
+use crate::types::{Header, Manifest, RequestRecord, RunEnd};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How the writer groups and compresses records.
+#[derive(Debug, Clone)]
+pub struct WriterConfig {
+    /// Flush a block once its uncompressed payload is estimated to reach this many bytes.
+    pub block_target_bytes: usize,
+    /// Flush a block once its oldest record has waited this long.
+    pub block_max_age: Duration,
+    /// Records the channel holds before `send` blocks (and counts back-pressure).
+    pub channel_capacity: usize,
+    /// zstd level of block payloads (1 fastest … 19; 3 balances size and writer CPU).
+    pub zstd_level: i32,
+    /// fsync after every block (survives power loss; costs a disk flush per block).
+    pub sync_every_block: bool,
+}
+
+impl Default for WriterConfig {
+    fn default() -> Self {
+        WriterConfig {
+            block_target_bytes: 1 << 20,
+            block_max_age: Duration::from_secs(1),
+            channel_capacity: 4096,
+            zstd_level: 3,
+            sync_every_block: false,
+        }
+    }
+}
+
+/// What the writer did, returned by [`TraceWriter::finish`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriterStats {
+    /// Requests written.
+    pub requests: u64,
+    /// Chunks written.
+    pub chunks: u64,
+    /// Data blocks written.
+    pub blocks: u64,
+    /// Size of the finished file.
+    pub file_bytes: u64,
+    /// Times a sender found the channel full and had to wait.
+    pub backpressure_events: u64,
+}
+
+enum Message {
+    Record(RequestRecord),
+    Finish(RunEnd),
+}
+
+/// State shared by the writer thread and every sender.
+#[derive(Default)]
+struct Shared {
+    backpressure: AtomicU64,
+    failure: Mutex<Option<String>>,
+}
+
+impl Shared {
+    fn closed_error(&self) -> FormatError {
+        match self.failure.lock().ok().and_then(|f| f.clone()) {
+            Some(message) => FormatError::WriterFailed(message),
+            None => FormatError::WriterClosed,
+        }
+    }
+}
+
+/// A cloneable handle that hands records to the writer thread.
+#[derive(Clone)]
+pub struct RecordSender {
+    tx: Sender<Message>,
+    shared: Arc<Shared>,
+}
+
+impl RecordSender {
+    /// Queues a record. When the channel is full, counts one back-pressure event, then blocks
+    /// until there is room. Fails if the writer has failed (the error says why) or finished.
+    pub fn send(&self, record: RequestRecord) -> Result<(), FormatError> {
+        match self.tx.try_send(Message::Record(record)) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(message)) => {
+                self.shared.backpressure.fetch_add(1, Ordering::Relaxed);
+                self.tx
+                    .send(message)
+                    .map_err(|_| self.shared.closed_error())
+            }
+            Err(TrySendError::Disconnected(_)) => Err(self.shared.closed_error()),
+        }
+    }
+
+    /// Back-pressure events counted so far (by every clone of this sender).
+    pub fn backpressure_events(&self) -> u64 {
+        self.shared.backpressure.load(Ordering::Relaxed)
+    }
+}
+
+/// Writes a trace file from its own OS thread.
+pub struct TraceWriter {
+    sender: RecordSender,
+    thread: Option<JoinHandle<Result<WriterStats, FormatError>>>,
+}
+
+impl TraceWriter {
+    /// Creates (or truncates) `path`, writes and syncs the header and manifest, and starts the
+    /// writer thread. The header's version fields are set to the version this crate writes.
+    pub fn create(
+        path: &Path,
+        header: Header,
+        manifest: &Manifest,
+        config: WriterConfig,
+    ) -> Result<TraceWriter, FormatError> {
+        let header = Header {
+            major: frame::FORMAT_MAJOR,
+            minor: frame::FORMAT_MINOR,
+            ..header
+        };
+        let manifest_json = serde_json::to_vec(manifest)
+            .map_err(|e| FormatError::Encode(format!("manifest: {e}")))?;
+        let manifest_len = u32::try_from(manifest_json.len())
+            .ok()
+            .filter(|&len| len <= MAX_RAW_LEN)
+            .ok_or_else(|| FormatError::Encode("manifest too large".into()))?;
+        let mut start = frame::encode_file_header(&header);
+        start.extend(frame::encode_frame(
+            FrameKind::Manifest,
+            CODEC_NONE,
+            0,
+            manifest_len,
+            &manifest_json,
+        ));
+
+        let mut file = File::create(path).map_err(|e| FormatError::io("creating", path, e))?;
+        file.write_all(&start)
+            .and_then(|()| file.sync_data())
+            .map_err(|e| FormatError::io("writing header of", path, e))?;
+
+        let (tx, rx) = crossbeam_channel::bounded(config.channel_capacity.max(1));
+        let shared = Arc::new(Shared::default());
+        let mut state = WriterState {
+            file,
+            path: path.to_path_buf(),
+            offset: start.len() as u64,
+            config,
+            index: Vec::new(),
+            stats: WriterStats::default(),
+        };
+        let thread_shared = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("tokentrace-writer".into())
+            .spawn(move || {
+                let result = state.run(&rx, &thread_shared);
+                if let Err(err) = &result {
+                    if let Ok(mut failure) = thread_shared.failure.lock() {
+                        *failure = Some(err.to_string());
+                    }
+                }
+                result
+            })
+            .map_err(|e| FormatError::io("starting writer thread for", path, e))?;
+        Ok(TraceWriter {
+            sender: RecordSender { tx, shared },
+            thread: Some(thread),
+        })
+    }
+
+    /// A handle for sending records; clone it freely.
+    pub fn sender(&self) -> RecordSender {
+        self.sender.clone()
+    }
+
+    /// Flushes the last block, writes the run end, the index and the footer, syncs, and stops
+    /// the thread. Call it after every sender is done: records queued behind it are not written.
+    pub fn finish(mut self, end: RunEnd) -> Result<WriterStats, FormatError> {
+        // If the thread already failed, the send fails and joining yields the real error.
+        let _ = self.sender.tx.send(Message::Finish(end));
+        let thread = self.thread.take().ok_or(FormatError::WriterClosed)?;
+        let mut stats = thread
+            .join()
+            .map_err(|_| FormatError::WriterFailed("writer thread panicked".into()))??;
+        stats.backpressure_events = self.sender.backpressure_events();
+        Ok(stats)
+    }
+}
+
+/// The writer thread's state.
+struct WriterState {
+    file: File,
+    path: PathBuf,
+    offset: u64,
+    config: WriterConfig,
+    index: Vec<IndexEntry>,
+    stats: WriterStats,
+}
+
+/// Rough uncompressed size of a record in a block payload, for the flush decision.
+fn estimate_bytes(record: &RequestRecord) -> usize {
+    let strings = record.error.as_ref().map_or(0, String::len)
+        + record.finish_reason.as_ref().map_or(0, String::len)
+        + record
+            .response_headers
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + 2)
+            .sum::<usize>();
+    let text: usize = record
+        .chunks
+        .iter()
+        .map(|c| c.text.as_ref().map_or(0, String::len))
+        .sum();
+    64 + strings + 12 * record.chunks.len() + text
+}
+
+impl WriterState {
+    fn run(&mut self, rx: &Receiver<Message>, shared: &Shared) -> Result<WriterStats, FormatError> {
+        // Never let one block approach the reader's size limit.
+        let target = self
+            .config
+            .block_target_bytes
+            .clamp(1, MAX_RAW_LEN as usize / 4);
+        let mut pending: Vec<RequestRecord> = Vec::new();
+        let mut pending_bytes = 0usize;
+        let mut oldest = Instant::now();
+        loop {
+            let message = if pending.is_empty() {
+                rx.recv().map_err(|_| RecvTimeoutError::Disconnected)
+            } else {
+                let deadline = oldest + self.config.block_max_age;
+                rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            };
+            match message {
+                Ok(Message::Record(record)) => {
+                    let size = estimate_bytes(&record);
+                    if !pending.is_empty() && pending_bytes + size > MAX_RAW_LEN as usize / 2 {
+                        self.flush(&mut pending)?;
+                        pending_bytes = 0;
+                    }
+                    if pending.is_empty() {
+                        oldest = Instant::now();
+                    }
+                    pending_bytes += size;
+                    pending.push(record);
+                    if pending_bytes >= target || oldest.elapsed() >= self.config.block_max_age {
+                        self.flush(&mut pending)?;
+                        pending_bytes = 0;
+                    }
+                }
+                Ok(Message::Finish(end)) => {
+                    self.flush(&mut pending)?;
+                    self.write_tail(&end)?;
+                    self.stats.backpressure_events = shared.backpressure.load(Ordering::Relaxed);
+                    return Ok(self.stats);
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    self.flush(&mut pending)?;
+                    pending_bytes = 0;
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    // Every sender is gone without finish(): keep what we have, like a kill would.
+                    self.flush(&mut pending)?;
+                    self.stats.file_bytes = self.offset;
+                    return Ok(self.stats);
+                }
+            }
+        }
+    }
+
+    /// Encodes, compresses and writes the pending records as one block.
+    fn flush(&mut self, pending: &mut Vec<RequestRecord>) -> Result<(), FormatError> {
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let raw = codec::encode_block(pending).map_err(FormatError::Encode)?;
+        let raw_len = u32::try_from(raw.len())
+            .ok()
+            .filter(|&len| len <= MAX_RAW_LEN)
+            .ok_or_else(|| {
+                FormatError::Encode(format!("block of {} bytes exceeds the limit", raw.len()))
+            })?;
+        let compressed = zstd::bulk::compress(&raw, self.config.zstd_level)
+            .map_err(|e| FormatError::Encode(format!("zstd: {e}")))?;
+        let seq = self.index.len() as u32;
+        let bytes = frame::encode_frame(FrameKind::Block, CODEC_ZSTD, seq, raw_len, &compressed);
+        let chunks: u64 = pending.iter().map(|r| r.chunks.len() as u64).sum();
+        self.index.push(IndexEntry {
+            offset: self.offset,
+            seq,
+            requests: pending.len() as u32,
+            chunks,
+            first_send_ns: pending.iter().map(|r| r.send_ns).min().unwrap_or(0),
+            last_end_ns: pending.iter().map(|r| r.end_ns).max().unwrap_or(0),
+        });
+        self.write(&bytes, self.config.sync_every_block)?;
+        self.stats.requests += pending.len() as u64;
+        self.stats.chunks += chunks;
+        self.stats.blocks += 1;
+        pending.clear();
+        Ok(())
+    }
+
+    /// Writes the run end, the index and the footer in one write, then syncs.
+    fn write_tail(&mut self, end: &RunEnd) -> Result<(), FormatError> {
+        let json =
+            serde_json::to_vec(end).map_err(|e| FormatError::Encode(format!("run end: {e}")))?;
+        let run_end_offset = self.offset;
+        let mut tail =
+            frame::encode_frame(FrameKind::RunEnd, CODEC_NONE, 0, json.len() as u32, &json);
+        let index_offset = self.offset + tail.len() as u64;
+        let index = frame::encode_index(run_end_offset, &self.index);
+        tail.extend(frame::encode_frame(
+            FrameKind::Index,
+            CODEC_NONE,
+            0,
+            index.len() as u32,
+            &index,
+        ));
+        tail.extend_from_slice(&frame::encode_footer(index_offset));
+        self.write(&tail, true)?;
+        self.stats.file_bytes = self.offset;
+        Ok(())
+    }
+
+    /// One `write` of a whole frame. On failure (disk full…) the partial frame is cut off so the
+    /// file ends after its last complete block.
+    fn write(&mut self, bytes: &[u8], sync: bool) -> Result<(), FormatError> {
+        let result =
+            self.file
+                .write_all(bytes)
+                .and_then(|()| if sync { self.file.sync_data() } else { Ok(()) });
+        match result {
+            Ok(()) => {
+                self.offset += bytes.len() as u64;
+                Ok(())
+            }
+            Err(err) => {
+                // Best effort: a reader copes with a partial frame anyway.
+                let _ = self.file.set_len(self.offset);
+                Err(FormatError::io("writing", &self.path, err))
+            }
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! Writer behaviour over time: age-based flushing, a writer stopped without `finish`, and
+//! senders after the end.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+use tokentrace_format::synthetic;
+use tokentrace_format::*;
+
+fn header() -> Header {
+    Header {
+        major: 1,
+        minor: 0,
+        anchor: ClockAnchor::now(),
+        host: "w".into(),
+        shard: 0,
+    }
+}
+
+/// Waits (bounded) until `path` holds `blocks` readable blocks; returns the reader.
+fn wait_for_blocks(path: &Path, blocks: usize) -> TraceReader {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let reader = TraceReader::open(path).unwrap();
+        if reader.block_count() >= blocks || Instant::now() > deadline {
+            return reader;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn an_idle_writer_flushes_by_age_so_a_kill_loses_nothing_older() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("age.trace");
+    let config = WriterConfig {
+        block_max_age: Duration::from_millis(20),
+        ..Default::default()
+    };
+    let writer = TraceWriter::create(&path, header(), &Manifest::default(), config).unwrap();
+    let records = synthetic::requests(1, 2, 10, true);
+    let sender = writer.sender();
+    sender.send(records[0].clone()).unwrap();
+    // No further record arrives, yet the block must reach the file.
+    let reader = wait_for_blocks(&path, 1);
+    assert_eq!(reader.block_count(), 1);
+    assert_eq!(reader.integrity().verdict(), "recovered");
+    assert_eq!(reader.run_end(), None);
+    let read: Vec<_> = reader.requests().map(Result::unwrap).collect();
+    assert_eq!(read, records[..1]);
+
+    sender.send(records[1].clone()).unwrap();
+    let stats = writer
+        .finish(RunEnd {
+            reason: "completed".into(),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!((stats.requests, stats.blocks), (2, 2));
+    assert_eq!(stats.file_bytes, std::fs::metadata(&path).unwrap().len());
+    let reader = TraceReader::open(&path).unwrap();
+    assert_eq!(reader.integrity(), &Integrity::Ok);
+    assert_eq!(
+        reader.requests().map(Result::unwrap).collect::<Vec<_>>(),
+        records
+    );
+
+    // The writer is finished: a late send is refused with a clear error, not lost silently.
+    assert!(matches!(
+        sender.send(records[0].clone()),
+        Err(FormatError::WriterClosed)
+    ));
+}
+
+#[test]
+fn dropping_every_handle_keeps_the_records_without_an_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dropped.trace");
+    let config = WriterConfig {
+        block_max_age: Duration::from_secs(600),
+        ..Default::default()
+    };
+    let writer = TraceWriter::create(&path, header(), &Manifest::default(), config).unwrap();
+    let records = synthetic::requests(2, 5, 30, false);
+    let sender = writer.sender();
+    for r in &records {
+        sender.send(r.clone()).unwrap();
+    }
+    drop(sender);
+    drop(writer);
+    let reader = wait_for_blocks(&path, 1);
+    assert_eq!(reader.integrity().verdict(), "recovered");
+    assert_eq!(
+        reader.requests().map(Result::unwrap).collect::<Vec<_>>(),
+        records
+    );
+}
+
+#[test]
+fn backpressure_is_counted_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bp.trace");
+    let config = WriterConfig {
+        channel_capacity: 1,
+        block_target_bytes: 1,
+        ..Default::default()
+    };
+    let writer = TraceWriter::create(&path, header(), &Manifest::default(), config).unwrap();
+    let sender = writer.sender();
+    let records = synthetic::requests(3, 200, 50, true);
+    for r in &records {
+        sender.send(r.clone()).unwrap();
+    }
+    let seen = sender.backpressure_events();
+    let stats = writer.finish(RunEnd::default()).unwrap();
+    assert_eq!(stats.requests, 200);
+    assert_eq!(stats.blocks, 200);
+    assert!(stats.backpressure_events >= seen);
+    assert!(stats.backpressure_events <= 200);
+}
+
+#[test]
+fn creating_in_a_missing_directory_is_a_clear_error() {
+    let err = TraceWriter::create(
+        Path::new("/nonexistent-dir/x.trace"),
+        header(),
+        &Manifest::default(),
+        WriterConfig::default(),
+    )
+    .err()
+    .unwrap();
+    assert!(
+        err.to_string().contains("/nonexistent-dir/x.trace"),
+        "{err}"
+    );
+}

@@ -1,0 +1,219 @@
+//! Everything a recording run is told: target, workload, load shape, failure limits, output.
+//! The command line maps its arguments onto [`RecordConfig`]; in-process callers (the demo, the
+//! capacity search) build one directly.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Which OpenAI endpoint to stream from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// `POST {base}/chat/completions` with `messages`.
+    Chat,
+    /// `POST {base}/completions` with `prompt`.
+    Completions,
+}
+
+impl Api {
+    /// The name used in the manifest.
+    pub fn name(self) -> &'static str {
+        match self {
+            Api::Chat => "chat",
+            Api::Completions => "completions",
+        }
+    }
+}
+
+/// HTTP version policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpVersion {
+    /// HTTP/2 when TLS ALPN offers it, HTTP/1.1 otherwise.
+    Auto,
+    /// HTTP/1.1 only.
+    Http1,
+    /// HTTP/2 only (prior knowledge on plain TCP).
+    Http2,
+}
+
+/// How request start times are chosen.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Load {
+    /// `concurrency` requests always in flight; each starts when a slot frees.
+    Closed {
+        /// Requests in flight at once.
+        concurrency: usize,
+    },
+    /// Requests start on a schedule regardless of how the server keeps up.
+    Open {
+        /// Mean requests per second.
+        rate: f64,
+        /// The inter-arrival distribution.
+        arrival: Arrival,
+    },
+}
+
+/// Inter-arrival distribution of an open-loop schedule.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Arrival {
+    /// Exactly 1/rate apart.
+    Constant,
+    /// Exponential gaps (a Poisson process).
+    Poisson,
+    /// Gamma gaps with shape = burstiness (< 1 burstier than Poisson, > 1 smoother).
+    Gamma {
+        /// Shape parameter of the gamma distribution.
+        burstiness: f64,
+    },
+}
+
+/// What text goes into the trace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Capture {
+    /// Lengths and hashes only.
+    None,
+    /// Each event's extracted text.
+    Text,
+    /// Each event's whole `data` payload.
+    Raw,
+}
+
+impl Capture {
+    /// The name used in the manifest.
+    pub fn name(self) -> &'static str {
+        match self {
+            Capture::None => "none",
+            Capture::Text => "text",
+            Capture::Raw => "raw",
+        }
+    }
+}
+
+/// Where prompts come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PromptSource {
+    /// Synthetic prompts of about this many tokens, calibrated against the server.
+    Synthetic {
+        /// Target prompt tokens as the server counts them.
+        input_tokens: u32,
+    },
+    /// A JSONL file of `{"prompt": …}` or `{"messages": […]}` lines, used round robin.
+    File(PathBuf),
+}
+
+/// How progress is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgressMode {
+    /// A bar on a terminal, plain lines otherwise.
+    Auto,
+    /// Plain periodic lines on stderr.
+    Plain,
+    /// Nothing.
+    Off,
+}
+
+/// A complete description of one recording run.
+#[derive(Debug, Clone)]
+pub struct RecordConfig {
+    /// Base URL ending in `/v1`.
+    pub base_url: String,
+    /// Chat or completions.
+    pub api: Api,
+    /// Model name sent in every request.
+    pub model: String,
+    /// Bearer token; sent as `Authorization`, never written anywhere.
+    pub api_key: Option<String>,
+    /// Extra request headers (name, value).
+    pub headers: Vec<(String, String)>,
+    /// HTTP version policy.
+    pub http: HttpVersion,
+    /// Extra PEM CA certificates to trust.
+    pub ca_cert: Option<PathBuf>,
+    /// Skip certificate verification (recorded in the manifest).
+    pub insecure: bool,
+    /// Measured requests (None: until `duration`).
+    pub requests: Option<u64>,
+    /// Warmup requests sent first, recorded with phase=warmup.
+    pub warmup: u64,
+    /// Stop sending after this long (measured from the first request).
+    pub duration: Option<Duration>,
+    /// Prompt source.
+    pub prompts: PromptSource,
+    /// `max_tokens` of every request.
+    pub max_tokens: Option<u32>,
+    /// Send `ignore_eos: true` so the server generates exactly `max_tokens`.
+    pub ignore_eos: bool,
+    /// JSON object merged into every request body (overrides generated keys).
+    pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Ask for `stream_options.include_usage`.
+    pub include_usage: bool,
+    /// Ask for `stream_options.continuous_usage_stats` (usage on every chunk).
+    pub continuous_usage: bool,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// Closed or open loop.
+    pub load: Load,
+    /// Whole-request timeout.
+    pub timeout: Option<Duration>,
+    /// Timeout until the first output event.
+    pub ttft_timeout: Option<Duration>,
+    /// Grace period for in-flight requests after an interrupt or the end of `duration`.
+    pub grace: Duration,
+    /// Text capture mode.
+    pub capture: Capture,
+    /// Longest SSE line accepted.
+    pub line_limit: usize,
+    /// Manifest labels.
+    pub labels: BTreeMap<String, String>,
+    /// Command line as typed (redacted before it is stored).
+    pub argv: Vec<String>,
+    /// Trace file to write.
+    pub output: PathBuf,
+    /// Progress display.
+    pub progress: ProgressMode,
+    /// Tokio worker threads.
+    pub threads: usize,
+    /// Trial number written into every request.
+    pub trial: u32,
+    /// Stop on Ctrl-C (the CLI sets this; in-process callers may not want it).
+    pub handle_ctrl_c: bool,
+}
+
+impl RecordConfig {
+    /// A configuration with defaults for everything but the target and the output.
+    pub fn new(base_url: impl Into<String>, model: impl Into<String>, output: PathBuf) -> Self {
+        RecordConfig {
+            base_url: base_url.into(),
+            api: Api::Chat,
+            model: model.into(),
+            api_key: None,
+            headers: Vec::new(),
+            http: HttpVersion::Auto,
+            ca_cert: None,
+            insecure: false,
+            requests: Some(100),
+            warmup: 0,
+            duration: None,
+            prompts: PromptSource::Synthetic { input_tokens: 128 },
+            max_tokens: Some(128),
+            ignore_eos: false,
+            extra_body: None,
+            include_usage: true,
+            continuous_usage: true,
+            seed: 0,
+            load: Load::Closed { concurrency: 1 },
+            timeout: None,
+            ttft_timeout: None,
+            grace: Duration::from_secs(5),
+            capture: Capture::None,
+            line_limit: crate::sse::DEFAULT_LINE_LIMIT,
+            labels: BTreeMap::new(),
+            argv: Vec::new(),
+            output,
+            progress: ProgressMode::Off,
+            threads: 2,
+            trial: 0,
+            handle_ctrl_c: false,
+        }
+    }
+}

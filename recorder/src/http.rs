@@ -1,0 +1,146 @@
+//! The HTTP client: hyper 1.x pooled client over rustls (ring), HTTP/1.1 and HTTP/2.
+//! Certificates are verified against the web PKI roots plus `--ca-cert`; only an explicit
+//! `insecure` skips verification.
+
+use crate::config::{HttpVersion, RecordConfig};
+use crate::error::RecordError;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The pooled client every request goes through.
+pub type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// Build the client for `config` (TLS roots, ALPN and pool sized for the load).
+pub fn build_client(config: &RecordConfig) -> Result<HttpClient, RecordError> {
+    let tls = tls_config(config)?;
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(Duration::from_secs(10)));
+    let builder = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http();
+    let connector = match config.http {
+        HttpVersion::Http1 => builder.enable_http1().wrap_connector(http),
+        HttpVersion::Http2 => builder.enable_http2().wrap_connector(http),
+        HttpVersion::Auto => builder.enable_all_versions().wrap_connector(http),
+    };
+    let mut client = Client::builder(TokioExecutor::new());
+    client
+        .pool_max_idle_per_host(usize::MAX)
+        .pool_idle_timeout(Duration::from_secs(90))
+        .http2_only(config.http == HttpVersion::Http2)
+        .http2_initial_stream_window_size(4 << 20)
+        .http2_initial_connection_window_size(16 << 20);
+    Ok(client.build(connector))
+}
+
+fn tls_config(config: &RecordConfig) -> Result<ClientConfig, RecordError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| RecordError::Tls(e.to_string()))?;
+    if config.insecure {
+        return Ok(builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAnyCert(provider)))
+            .with_no_client_auth());
+    }
+    let mut roots = RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    if let Some(path) = &config.ca_cert {
+        let pem = std::fs::read(path)
+            .map_err(|e| RecordError::Tls(format!("reading {}: {e}", path.display())))?;
+        let mut added = 0;
+        for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
+            let cert = cert.map_err(|e| RecordError::Tls(format!("{}: {e}", path.display())))?;
+            roots
+                .add(cert)
+                .map_err(|e| RecordError::Tls(format!("{}: {e}", path.display())))?;
+            added += 1;
+        }
+        if added == 0 {
+            return Err(RecordError::Tls(format!(
+                "{} holds no PEM certificate",
+                path.display()
+            )));
+        }
+    }
+    Ok(builder.with_root_certificates(roots).with_no_client_auth())
+}
+
+/// Verifier for `--insecure`: accepts any certificate but still checks handshake signatures.
+#[derive(Debug)]
+struct AcceptAnyCert(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AcceptAnyCert {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// Full error chain of a client error, one cause after another (hyper hides the useful part,
+/// e.g. "connection refused" or the TLS alert, in its sources).
+pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}

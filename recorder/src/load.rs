@@ -1,0 +1,232 @@
+//! Load generation: closed-loop workers or an open-loop dispatcher, both feeding requests to
+//! [`crate::stream::execute`] and finished records to the trace writer.
+
+use crate::config::{Load, RecordConfig};
+use crate::progress::LiveStats;
+use crate::prompts::{synthetic, Prompt};
+use crate::schedule::Schedule;
+use crate::stream::{execute, RequestSpec, StreamContext};
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokentrace_format::{Channel, Outcome, Phase, RecordSender};
+use tokio::sync::{oneshot, Notify};
+use tokio::task::JoinSet;
+use xxhash_rust::xxh3::xxh3_64;
+
+/// Where each request's prompt comes from.
+pub enum PromptPlan {
+    /// Synthetic prompts of `words` words aiming at `input_tokens`.
+    Synthetic {
+        /// Words per prompt (from calibration).
+        words: u32,
+        /// The planned token count.
+        input_tokens: u32,
+    },
+    /// Prompts from a file, used round robin.
+    File(Vec<Prompt>),
+}
+
+/// State shared by the load loops, the request tasks and the run's control.
+pub struct LoadShared {
+    /// Request context (client, headers, clock).
+    pub ctx: StreamContext,
+    /// The run's configuration.
+    pub config: RecordConfig,
+    /// Prompt source.
+    pub prompts: PromptPlan,
+    /// Trace writer input.
+    pub sender: RecordSender,
+    /// Live counters.
+    pub stats: Arc<LiveStats>,
+    /// Set when no more requests may start.
+    pub stop: AtomicBool,
+    /// Wakes a dispatcher waiting for its next send time when `stop` is set.
+    pub stop_notify: Notify,
+    /// Cancellation handles of in-flight requests.
+    pub cancels: Mutex<HashMap<u64, oneshot::Sender<()>>>,
+    /// Next request id.
+    pub next_id: AtomicU64,
+    /// Run start (ns from anchor); intended times of the open loop count from here.
+    pub start_ns: u64,
+    /// Stop sending at this time (ns from anchor).
+    pub deadline_ns: Option<u64>,
+    /// Set when the duration ended the run.
+    pub hit_deadline: AtomicBool,
+    /// Requests per outcome code.
+    pub outcomes: [AtomicU64; 11],
+    /// First trace write failure; the run stops sending when it happens.
+    pub write_error: Mutex<Option<String>>,
+}
+
+impl LoadShared {
+    /// Warmup plus measured requests, None when only the duration bounds the run.
+    pub fn total_requests(&self) -> Option<u64> {
+        self.config.requests.map(|n| n + self.config.warmup)
+    }
+
+    /// Stop starting requests.
+    pub fn request_stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.stop_notify.notify_waiters();
+    }
+
+    /// Cancel every in-flight request (each records itself as Cancelled).
+    pub fn cancel_in_flight(&self) {
+        let drained: Vec<_> = match self.cancels.lock() {
+            Ok(mut map) => map.drain().map(|(_, tx)| tx).collect(),
+            Err(_) => Vec::new(),
+        };
+        for tx in drained {
+            let _ = tx.send(());
+        }
+    }
+
+    /// Claim the next request id, or None when the run has sent everything it should.
+    fn claim_id(&self) -> Option<u64> {
+        if self.stop.load(Ordering::SeqCst) {
+            return None;
+        }
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        match self.total_requests() {
+            Some(total) if id >= total => None,
+            _ => Some(id),
+        }
+    }
+
+    fn past_deadline(&self, t_ns: u64) -> bool {
+        let past = self.deadline_ns.is_some_and(|d| t_ns >= d);
+        if past {
+            self.hit_deadline.store(true, Ordering::SeqCst);
+        }
+        past
+    }
+
+    /// Build the request for `id`, meant to start at `intended_ns`.
+    fn spec(&self, id: u64, intended_ns: u64) -> RequestSpec {
+        let (prompt, planned) = match &self.prompts {
+            PromptPlan::Synthetic {
+                words,
+                input_tokens,
+            } => (
+                Prompt::Text(synthetic(self.config.seed, id, *words)),
+                Some(*input_tokens),
+            ),
+            PromptPlan::File(list) => (list[(id % list.len() as u64) as usize].clone(), None),
+        };
+        let identity = prompt.identity_bytes();
+        RequestSpec {
+            id,
+            phase: if id < self.config.warmup {
+                Phase::Warmup
+            } else {
+                Phase::Measured
+            },
+            intended_ns,
+            body: Bytes::from(crate::body::build(&self.config, &prompt, None)),
+            prompt_hash: xxh3_64(&identity),
+            prompt_bytes: u32::try_from(identity.len()).unwrap_or(u32::MAX),
+            planned_input_tokens: planned,
+        }
+    }
+}
+
+/// Run one request and hand its record to the writer.
+async fn run_one(shared: Arc<LoadShared>, spec: RequestSpec) {
+    let id = spec.id;
+    let (tx, rx) = oneshot::channel();
+    if let Ok(mut map) = shared.cancels.lock() {
+        map.insert(id, tx);
+    }
+    // A request registering after a cancel sweep is reached by the next sweep (the run repeats
+    // them until every task has ended).
+    shared.stats.in_flight.fetch_add(1, Ordering::Relaxed);
+    let record = execute(&shared.ctx, spec, rx).await;
+    if let Ok(mut map) = shared.cancels.lock() {
+        map.remove(&id);
+    }
+    let stats = &shared.stats;
+    stats.in_flight.fetch_sub(1, Ordering::Relaxed);
+    stats
+        .chunks
+        .fetch_add(record.chunks.len() as u64, Ordering::Relaxed);
+    let reads = record
+        .chunks
+        .last()
+        .map_or(0, |c| u64::from(c.read_index) + 1);
+    stats.reads.fetch_add(reads, Ordering::Relaxed);
+    shared.outcomes[record.outcome as usize].fetch_add(1, Ordering::Relaxed);
+    if record.outcome == Outcome::Ok {
+        stats.completed.fetch_add(1, Ordering::Relaxed);
+    } else {
+        stats.failed.fetch_add(1, Ordering::Relaxed);
+    }
+    if let Some(first) = record
+        .chunks
+        .iter()
+        .find(|c| c.channel == Channel::Content && c.text_len > 0)
+    {
+        stats.record_ttft_us(first.arrival_ns.saturating_sub(record.send_ns) / 1000);
+    }
+    if let Err(err) = shared.sender.send(record) {
+        if let Ok(mut slot) = shared.write_error.lock() {
+            slot.get_or_insert(err.to_string());
+        }
+        shared.request_stop();
+    }
+}
+
+/// Drive the configured load until every request is done (or stopped and drained).
+pub async fn drive(shared: Arc<LoadShared>) {
+    match shared.config.load {
+        Load::Closed { concurrency } => {
+            let mut workers = JoinSet::new();
+            for _ in 0..concurrency {
+                let shared = shared.clone();
+                workers.spawn(async move {
+                    while let Some(id) = shared.claim_id() {
+                        // Closed loop: the request is meant to start the moment its slot frees.
+                        let intended = shared.ctx.now_ns();
+                        if shared.past_deadline(intended) {
+                            break;
+                        }
+                        let spec = shared.spec(id, intended);
+                        run_one(shared.clone(), spec).await;
+                    }
+                });
+            }
+            while workers.join_next().await.is_some() {}
+        }
+        Load::Open { rate, arrival } => {
+            let mut schedule = Schedule::new(rate, arrival, shared.config.seed);
+            let start = tokio::time::Instant::now()
+                - Duration::from_nanos(shared.ctx.now_ns().saturating_sub(shared.start_ns));
+            let mut tasks = JoinSet::new();
+            while let Some(id) = shared.claim_id() {
+                let offset = schedule.next_offset_ns();
+                let intended = shared.start_ns + offset;
+                if shared.past_deadline(intended) {
+                    break;
+                }
+                // Build before waiting so the send itself is not delayed by it.
+                let spec = shared.spec(id, intended);
+                let notified = shared.stop_notify.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if shared.stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                tokio::select! {
+                    () = tokio::time::sleep_until(start + Duration::from_nanos(offset)) => {}
+                    () = &mut notified => break,
+                }
+                // Late requests are sent late (never skipped); intended vs send shows by how much.
+                tasks.spawn(run_one(shared.clone(), spec));
+                while tasks.try_join_next().is_some() {}
+            }
+            while tasks.join_next().await.is_some() {}
+        }
+    }
+}

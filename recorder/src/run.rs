@@ -1,0 +1,339 @@
+//! A whole recording run: check the config, reach the target, calibrate prompts, open the trace,
+//! drive the load, handle Ctrl-C, and finish the trace with the client's health.
+
+use crate::calibrate::calibrate;
+use crate::config::{Api, Load, PromptSource, RecordConfig};
+use crate::error::RecordError;
+use crate::health::{process_usage, LagProbe};
+use crate::http::{build_client, error_chain, HttpClient};
+use crate::load::{drive, LoadShared, PromptPlan};
+use crate::manifest::is_secret_header;
+use crate::progress::{display, LiveStats};
+use crate::stream::StreamContext;
+use http_body_util::{BodyExt, Full};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue};
+use hyper::{Request, Uri};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokentrace_format::{
+    realtime_now_ns, ClockAnchor, Header, Outcome, RunEnd, TraceWriter, WriterConfig, WriterStats,
+};
+
+/// What a finished run reports back.
+#[derive(Debug, Clone)]
+pub struct RunSummary {
+    /// The trace written.
+    pub output: PathBuf,
+    /// Requests recorded (warmup included).
+    pub requests: u64,
+    /// Requests per outcome name (only outcomes that occurred).
+    pub outcomes: BTreeMap<String, u64>,
+    /// Chunks recorded.
+    pub chunks: u64,
+    /// Why the run stopped: `completed`, `duration`, `interrupted`.
+    pub reason: String,
+    /// The writer's statistics.
+    pub writer: WriterStats,
+    /// The client's health, as stored in the trace's RunEnd.
+    pub client_health: BTreeMap<String, Value>,
+    /// Words per synthetic prompt chosen by calibration.
+    pub calibrated_words: Option<u32>,
+}
+
+/// Run a recording on a runtime of its own (for callers outside any async context).
+pub fn run(config: RecordConfig) -> Result<RunSummary, RecordError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.threads.max(1))
+        .thread_name("tokentrace-record")
+        .enable_all()
+        .build()?;
+    runtime.block_on(run_async(config))
+}
+
+/// Run a recording on the current tokio runtime.
+pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> {
+    validate(&config)?;
+    let client = build_client(&config)?;
+    let headers = request_headers(&config)?;
+    let base = config.base_url.trim_end_matches('/').to_string();
+    let endpoint = match config.api {
+        Api::Chat => "chat/completions",
+        Api::Completions => "completions",
+    };
+    let uri: Uri = format!("{base}/{endpoint}")
+        .parse()
+        .map_err(|e| RecordError::Config(format!("--url {base}: {e}")))?;
+    preflight(&client, &base, &headers).await?;
+
+    let anchor = ClockAnchor::now();
+    let chunk_capacity = config.max_tokens.map_or(256, |m| m as usize + 8).min(4096);
+    let ctx = StreamContext {
+        client,
+        uri,
+        headers,
+        anchor_mono_ns: anchor.mono_ns,
+        timeout: config.timeout,
+        ttft_timeout: config.ttft_timeout,
+        capture: config.capture,
+        line_limit: config.line_limit,
+        trial: config.trial,
+        chunk_capacity,
+    };
+    let (prompts, calibration) = match &config.prompts {
+        PromptSource::Synthetic { input_tokens } => {
+            let c = calibrate(&ctx, &config, *input_tokens).await?;
+            let plan = PromptPlan::Synthetic {
+                words: c.words,
+                input_tokens: *input_tokens,
+            };
+            (plan, Some(c))
+        }
+        PromptSource::File(path) => (
+            PromptPlan::File(crate::prompts::load_file(path, config.api == Api::Chat)?),
+            None,
+        ),
+    };
+    let start_realtime_ns = realtime_now_ns();
+    let mut manifest = crate::manifest::build(
+        &config,
+        calibration.as_ref().map(|c| c.words),
+        start_realtime_ns,
+    );
+    if let Some(c) = &calibration {
+        manifest.extra.insert(
+            "calibration".into(),
+            json!({"probes": c.probes, "measured_prompt_tokens": c.measured_tokens}),
+        );
+    }
+    let header = Header {
+        major: tokentrace_format::frame::FORMAT_MAJOR,
+        minor: tokentrace_format::frame::FORMAT_MINOR,
+        anchor,
+        host: host_name(),
+        shard: 0,
+    };
+    let writer = TraceWriter::create(&config.output, header, &manifest, WriterConfig::default())?;
+
+    let stats = Arc::new(LiveStats::default());
+    let lag = LagProbe::spawn(Duration::from_millis(10));
+    let usage_before = process_usage();
+    let start_ns = ctx.now_ns();
+    let shared = Arc::new(LoadShared {
+        deadline_ns: config.duration.map(|d| start_ns + d.as_nanos() as u64),
+        sender: writer.sender(),
+        stats: stats.clone(),
+        stop: AtomicBool::new(false),
+        stop_notify: Default::default(),
+        cancels: Mutex::new(Default::default()),
+        next_id: AtomicU64::new(0),
+        start_ns,
+        hit_deadline: AtomicBool::new(false),
+        outcomes: Default::default(),
+        write_error: Mutex::new(None),
+        prompts,
+        ctx,
+        config: config.clone(),
+    });
+    let (progress_stop, progress_rx) = tokio::sync::oneshot::channel();
+    let progress = tokio::spawn(display(
+        stats.clone(),
+        config.progress,
+        shared.total_requests(),
+        progress_rx,
+    ));
+
+    let mut work = tokio::spawn(drive(shared.clone()));
+    let interrupted = tokio::select! {
+        _ = &mut work => false,
+        () = interrupt(config.handle_ctrl_c) => true,
+    };
+    if interrupted {
+        shared.request_stop();
+        let grace = tokio::time::sleep(config.grace);
+        tokio::pin!(grace);
+        let drained = tokio::select! {
+            _ = &mut work => true,
+            () = &mut grace => false,
+        };
+        if !drained {
+            // Sweep until every task has ended: a request may register after a sweep.
+            loop {
+                shared.cancel_in_flight();
+                if tokio::time::timeout(Duration::from_millis(100), &mut work)
+                    .await
+                    .is_ok()
+                {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = progress_stop.send(());
+    let _ = progress.await;
+
+    let usage_after = process_usage();
+    let end_ns = shared.ctx.now_ns();
+    let reason = if interrupted {
+        "interrupted".to_string()
+    } else if let Some(err) = shared.write_error.lock().ok().and_then(|e| e.clone()) {
+        format!("error: {err}")
+    } else if shared.hit_deadline.load(Ordering::SeqCst) {
+        "duration".to_string()
+    } else {
+        "completed".to_string()
+    };
+    let chunks = stats.chunks.load(Ordering::Relaxed);
+    let reads = stats.reads.load(Ordering::Relaxed);
+    let cpu_ns = usage_after.cpu_ns.saturating_sub(usage_before.cpu_ns);
+    let mut health = BTreeMap::new();
+    health.insert("cpu_ns".into(), json!(cpu_ns));
+    health.insert("cpu_ns_per_chunk".into(), json!(cpu_ns.checked_div(chunks)));
+    health.insert("max_rss_bytes".into(), json!(usage_after.max_rss_bytes));
+    health.insert(
+        "rss_before_load_bytes".into(),
+        json!(usage_before.max_rss_bytes),
+    );
+    health.insert("max_sched_lag_ns".into(), json!(lag.max_lag_ns()));
+    health.insert("late_ticks".into(), json!(lag.late_ticks()));
+    health.insert("ticks".into(), json!(lag.ticks()));
+    health.insert(
+        "backpressure_events".into(),
+        json!(shared.sender.backpressure_events()),
+    );
+    health.insert("chunks".into(), json!(chunks));
+    health.insert("reads".into(), json!(reads));
+    health.insert("wall_ns".into(), json!(end_ns.saturating_sub(start_ns)));
+    health.insert("worker_threads".into(), json!(config.threads));
+    let concurrency = match config.load {
+        Load::Closed { concurrency } => Some(concurrency),
+        Load::Open { .. } => None,
+    };
+    health.insert("concurrency".into(), json!(concurrency));
+    let end = RunEnd {
+        end_realtime_ns: realtime_now_ns(),
+        end_ns,
+        reason: reason.clone(),
+        client_health: health.clone(),
+    };
+    let outcomes: BTreeMap<String, u64> = Outcome::ALL
+        .iter()
+        .map(|o| {
+            (
+                o.name().to_string(),
+                shared.outcomes[*o as usize].load(Ordering::Relaxed),
+            )
+        })
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    drop(shared);
+    let writer_stats = writer.finish(end)?;
+    Ok(RunSummary {
+        output: config.output.clone(),
+        requests: writer_stats.requests,
+        outcomes,
+        chunks,
+        reason,
+        writer: writer_stats,
+        client_health: health,
+        calibrated_words: calibration.map(|c| c.words),
+    })
+}
+
+/// Resolves on Ctrl-C when enabled; never otherwise.
+async fn interrupt(enabled: bool) {
+    if enabled && tokio::signal::ctrl_c().await.is_ok() {
+        return;
+    }
+    std::future::pending::<()>().await
+}
+
+fn validate(config: &RecordConfig) -> Result<(), RecordError> {
+    let bad = |m: &str| Err(RecordError::Config(m.to_string()));
+    if !(config.base_url.starts_with("http://") || config.base_url.starts_with("https://")) {
+        return bad("--url must start with http:// or https://");
+    }
+    if config.requests.is_none() && config.duration.is_none() {
+        return bad("give --requests or --duration (or both)");
+    }
+    match config.load {
+        Load::Closed { concurrency: 0 } => return bad("--concurrency must be at least 1"),
+        Load::Open { rate, arrival } => {
+            if !(rate.is_finite() && rate > 0.0) {
+                return bad("--rate must be a positive number");
+            }
+            if let crate::config::Arrival::Gamma { burstiness } = arrival {
+                if !(burstiness.is_finite() && burstiness > 0.0) {
+                    return bad("--burstiness must be a positive number");
+                }
+            }
+        }
+        Load::Closed { .. } => {}
+    }
+    if config.line_limit < 64 {
+        return bad("the SSE line limit must be at least 64 bytes");
+    }
+    Ok(())
+}
+
+fn request_headers(config: &RecordConfig) -> Result<HeaderMap, RecordError> {
+    let mut headers = HeaderMap::new();
+    headers.insert("content-type", HeaderValue::from_static("application/json"));
+    headers.insert("accept", HeaderValue::from_static("text/event-stream"));
+    if let Some(key) = &config.api_key {
+        let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
+            .map_err(|_| RecordError::Config("the API key is not a valid header value".into()))?;
+        value.set_sensitive(true);
+        headers.insert("authorization", value);
+    }
+    for (name, value) in &config.headers {
+        let header_name = HeaderName::from_bytes(name.trim().as_bytes())
+            .map_err(|_| RecordError::Config(format!("invalid header name {name:?}")))?;
+        let mut header_value = HeaderValue::from_str(value.trim())
+            .map_err(|_| RecordError::Config(format!("invalid value for header {name:?}")))?;
+        if is_secret_header(name) {
+            header_value.set_sensitive(true);
+        }
+        headers.insert(header_name, header_value);
+    }
+    Ok(headers)
+}
+
+/// Reach the target once before anything is recorded: any HTTP answer to `GET {base}/models`
+/// proves the connection (and TLS) work; a transport failure stops the run.
+async fn preflight(
+    client: &HttpClient,
+    base: &str,
+    headers: &HeaderMap,
+) -> Result<(), RecordError> {
+    let uri: Uri = format!("{base}/models")
+        .parse()
+        .map_err(|e| RecordError::Config(format!("--url {base}: {e}")))?;
+    let mut request = Request::new(Full::default());
+    *request.uri_mut() = uri;
+    if let Some(auth) = headers.get("authorization") {
+        request.headers_mut().insert("authorization", auth.clone());
+    }
+    let response = tokio::time::timeout(Duration::from_secs(15), client.request(request))
+        .await
+        .map_err(|_| RecordError::Unreachable(format!("{base}: no answer within 15 s")))?
+        .map_err(|e| RecordError::Unreachable(format!("{base}: {}", error_chain(&e))))?;
+    // Drain the small body so the connection returns to the pool.
+    let _ = tokio::time::timeout(Duration::from_secs(5), response.into_body().collect()).await;
+    Ok(())
+}
+
+fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its whole length; gethostname NUL-terminates within it
+    // (or truncates, which the search for NUL below tolerates).
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return String::new();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}

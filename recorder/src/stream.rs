@@ -1,0 +1,432 @@
+//! One request from send to end of stream: the receive hot path.
+//!
+//! For every body frame the monotonic clock is read first; only then is the frame fed to the
+//! SSE parser, and every event it completes becomes a [`ChunkRecord`] with that arrival time and
+//! the frame's read index. Chunks go into a per-request vector reserved up front: no allocation,
+//! lock or channel send per chunk. The whole [`RequestRecord`] leaves once, at the end.
+
+use crate::classify::{classify, OutputSink};
+use crate::config::Capture;
+use crate::http::{error_chain, HttpClient};
+use crate::sse::{SseError, SseParser};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::{HeaderMap, HeaderValue};
+use hyper::{Method, Request, Uri};
+use std::time::Duration;
+use tokentrace_format::clock::mono_now_ns;
+use tokentrace_format::{Channel, ChunkRecord, Outcome, Phase, RequestRecord, Usage};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+/// Response headers kept in the trace (lower-case names).
+const KEPT_HEADERS: [&str; 4] = [
+    "x-request-id",
+    "server-timing",
+    "openai-processing-ms",
+    "x-ratelimit-remaining-requests",
+];
+
+/// Largest error text kept from an error body or an error event.
+const ERROR_TEXT_LIMIT: usize = 1024;
+
+/// What every request of a run shares.
+#[derive(Clone)]
+pub struct StreamContext {
+    /// The pooled HTTP client.
+    pub client: HttpClient,
+    /// `{base}/chat/completions` or `{base}/completions`.
+    pub uri: Uri,
+    /// Headers sent on every request (content type, authorization, custom).
+    pub headers: HeaderMap,
+    /// Monotonic ns of the trace's clock anchor.
+    pub anchor_mono_ns: u64,
+    /// Whole-request timeout.
+    pub timeout: Option<Duration>,
+    /// Timeout until the first reasoning/content/tool output.
+    pub ttft_timeout: Option<Duration>,
+    /// Text capture mode.
+    pub capture: Capture,
+    /// SSE line limit.
+    pub line_limit: usize,
+    /// Trial number recorded in each request.
+    pub trial: u32,
+    /// Chunk vector capacity reserved per request.
+    pub chunk_capacity: usize,
+}
+
+impl StreamContext {
+    /// Nanoseconds from the anchor to now.
+    #[inline]
+    pub fn now_ns(&self) -> u64 {
+        mono_now_ns().saturating_sub(self.anchor_mono_ns)
+    }
+}
+
+/// One request to send.
+pub struct RequestSpec {
+    /// Trace id, sent as `X-Request-ID`.
+    pub id: u64,
+    /// Warmup or measured.
+    pub phase: Phase,
+    /// Scheduled start (ns from anchor).
+    pub intended_ns: u64,
+    /// Serialized JSON body.
+    pub body: Bytes,
+    /// xxh3 of the prompt identity bytes.
+    pub prompt_hash: u64,
+    /// Prompt identity length in bytes.
+    pub prompt_bytes: u32,
+    /// Planned input tokens, when synthetic.
+    pub planned_input_tokens: Option<u32>,
+}
+
+/// Execute one request; `cancel` firing (or its sender being dropped) ends it as Cancelled.
+pub async fn execute(
+    ctx: &StreamContext,
+    spec: RequestSpec,
+    cancel: oneshot::Receiver<()>,
+) -> RequestRecord {
+    let mut state = StreamState::new(ctx, &spec);
+    let mut request = Request::new(Full::new(spec.body));
+    *request.method_mut() = Method::POST;
+    *request.uri_mut() = ctx.uri.clone();
+    *request.headers_mut() = ctx.headers.clone();
+    request
+        .headers_mut()
+        .insert("x-request-id", HeaderValue::from(spec.id));
+    let finished = {
+        let drive = state.drive(ctx, request);
+        tokio::pin!(drive);
+        tokio::select! {
+            biased;
+            () = &mut drive => true,
+            _ = cancel => false,
+        }
+    };
+    if !finished {
+        state.fail(Outcome::Cancelled, "run interrupted".to_string());
+        state.record.end_ns = ctx.now_ns();
+    }
+    state.into_record()
+}
+
+/// Everything a request accumulates while it streams.
+struct StreamState {
+    record: RequestRecord,
+    parser: SseParser,
+    sink: OutputSink,
+    reads: u32,
+    done: bool,
+    first_output: bool,
+    last_completion_tokens: Option<u32>,
+    events: u32,
+}
+
+impl StreamState {
+    fn new(ctx: &StreamContext, spec: &RequestSpec) -> StreamState {
+        StreamState {
+            record: RequestRecord {
+                id: spec.id,
+                phase: spec.phase,
+                trial: ctx.trial,
+                intended_ns: spec.intended_ns,
+                send_ns: 0,
+                headers_ns: None,
+                end_ns: 0,
+                http_status: 0,
+                outcome: Outcome::Ok,
+                error: None,
+                usage: Usage::default(),
+                finish_reason: None,
+                prompt_hash: spec.prompt_hash,
+                prompt_bytes: spec.prompt_bytes,
+                output_hash: 0,
+                output_bytes: 0,
+                planned_input_tokens: spec.planned_input_tokens,
+                response_headers: Vec::new(),
+                chunks: Vec::with_capacity(ctx.chunk_capacity),
+            },
+            parser: SseParser::new(ctx.line_limit),
+            sink: OutputSink::new(ctx.capture == Capture::Text),
+            reads: 0,
+            done: false,
+            first_output: false,
+            last_completion_tokens: None,
+            events: 0,
+        }
+    }
+
+    /// Keep the first failure: later ones are usually its consequences.
+    fn fail(&mut self, outcome: Outcome, message: String) {
+        if self.record.outcome == Outcome::Ok {
+            self.record.outcome = outcome;
+            self.record.error = Some(message);
+        }
+    }
+
+    fn into_record(mut self) -> RequestRecord {
+        self.record.output_hash = self.sink.output_hash();
+        self.record.output_bytes = u32::try_from(self.sink.output_bytes).unwrap_or(u32::MAX);
+        self.record
+    }
+
+    async fn drive(&mut self, ctx: &StreamContext, request: Request<Full<Bytes>>) {
+        let start = Instant::now();
+        let far = start + Duration::from_secs(365 * 24 * 3600);
+        let total_deadline = ctx.timeout.map_or(far, |t| start + t);
+        let ttft_deadline = ctx.ttft_timeout.map(|t| start + t);
+        let sleep = tokio::time::sleep_until(
+            ttft_deadline.map_or(total_deadline, |d| d.min(total_deadline)),
+        );
+        tokio::pin!(sleep);
+        self.record.send_ns = ctx.now_ns();
+        let response = tokio::select! {
+            biased;
+            r = ctx.client.request(request) => r,
+            () = &mut sleep => return self.timed_out(ctx, ttft_deadline, total_deadline),
+        };
+        let response = match response {
+            Ok(response) => response,
+            Err(err) => {
+                let outcome = if err.is_connect() {
+                    Outcome::ConnectError
+                } else {
+                    Outcome::StreamError
+                };
+                self.fail(outcome, error_chain(&err));
+                self.record.end_ns = ctx.now_ns();
+                return;
+            }
+        };
+        self.record.headers_ns = Some(ctx.now_ns());
+        self.record.http_status = response.status().as_u16();
+        for name in KEPT_HEADERS {
+            if let Some(value) = response.headers().get(name) {
+                let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+                self.record.response_headers.push((name.to_string(), value));
+            }
+        }
+        let mut body = response.into_body();
+        if self.record.http_status >= 400 {
+            let text = tokio::select! {
+                biased;
+                text = read_error_body(&mut body) => text,
+                () = &mut sleep => String::from("(error body not received before the timeout)"),
+            };
+            let status = self.record.http_status;
+            self.fail(Outcome::HttpError, format!("HTTP {status}: {text}"));
+            self.record.end_ns = ctx.now_ns();
+            return;
+        }
+        loop {
+            let frame = tokio::select! {
+                biased;
+                frame = body.frame() => frame,
+                () = &mut sleep => {
+                    if !self.done {
+                        self.timed_out(ctx, ttft_deadline, total_deadline);
+                    }
+                    return;
+                }
+            };
+            // The arrival clock is read before anything looks at the bytes.
+            let arrival_ns = ctx.now_ns();
+            match frame {
+                None => return self.end_of_body(arrival_ns),
+                Some(Err(err)) => {
+                    if !self.done {
+                        self.fail(Outcome::StreamError, error_chain(&err));
+                        self.record.end_ns = arrival_ns;
+                    }
+                    return;
+                }
+                Some(Ok(frame)) => {
+                    let Some(data) = frame.data_ref() else {
+                        continue;
+                    };
+                    let had_output = self.first_output;
+                    if let Err(SseError::Oversize { limit }) = self.on_read(ctx, arrival_ns, data) {
+                        self.fail(
+                            Outcome::Oversize,
+                            format!("SSE line longer than {limit} bytes; stream abandoned"),
+                        );
+                        self.record.end_ns = arrival_ns;
+                        return;
+                    }
+                    if !had_output && self.first_output && ttft_deadline.is_some() {
+                        sleep.as_mut().reset(total_deadline);
+                    }
+                }
+            }
+        }
+    }
+
+    fn timed_out(&mut self, ctx: &StreamContext, ttft: Option<Instant>, total: Instant) {
+        let ttft_fired = !self.first_output && ttft.is_some_and(|d| d <= total);
+        if ttft_fired {
+            self.fail(
+                Outcome::TtftTimeout,
+                "no output before the TTFT timeout".into(),
+            );
+        } else {
+            self.fail(Outcome::Timeout, "request timeout".into());
+        }
+        self.record.end_ns = ctx.now_ns();
+    }
+
+    fn end_of_body(&mut self, now_ns: u64) {
+        if self.done {
+            return;
+        }
+        self.record.end_ns = now_ns;
+        if self.parser.has_pending() {
+            self.fail(
+                Outcome::StreamError,
+                "stream ended in the middle of an event".into(),
+            );
+        } else {
+            self.fail(
+                Outcome::MissingDone,
+                format!("stream ended after {} events without [DONE]", self.events),
+            );
+        }
+    }
+
+    /// Parse one body read and append its events as chunks.
+    fn on_read(
+        &mut self,
+        ctx: &StreamContext,
+        arrival_ns: u64,
+        data: &[u8],
+    ) -> Result<(), SseError> {
+        let read_index = self.reads;
+        self.reads += 1;
+        let StreamState {
+            record,
+            parser,
+            sink,
+            done,
+            first_output,
+            last_completion_tokens,
+            events,
+            ..
+        } = self;
+        let mut malformed: Option<String> = None;
+        let mut error_event: Option<String> = None;
+        parser.feed(data, |event| {
+            *events += 1;
+            let mut chunk = ChunkRecord {
+                arrival_ns,
+                read_index,
+                bytes: event.wire_bytes,
+                channel: Channel::Other,
+                text_len: 0,
+                tokens: None,
+                text: None,
+            };
+            if ctx.capture == Capture::Raw {
+                chunk.text = Some(String::from_utf8_lossy(event.data).into_owned());
+            }
+            if event.is_done() {
+                chunk.channel = Channel::Done;
+                if !*done {
+                    *done = true;
+                    record.end_ns = arrival_ns;
+                }
+                record.chunks.push(chunk);
+                return;
+            }
+            match classify(event.data, sink) {
+                Ok(c) => {
+                    chunk.channel = if event.event_type == b"error" {
+                        Channel::Error
+                    } else {
+                        c.channel
+                    };
+                    chunk.text_len = c.text_len;
+                    let is_output = matches!(
+                        c.channel,
+                        Channel::Reasoning | Channel::Content | Channel::Tool
+                    );
+                    if is_output && c.text_len > 0 {
+                        *first_output = true;
+                    }
+                    if let Some(u) = c.usage {
+                        if let Some(done_tokens) = u.completion_tokens {
+                            let before = last_completion_tokens.unwrap_or(0);
+                            if is_output {
+                                chunk.tokens = Some(done_tokens.saturating_sub(before));
+                            }
+                            *last_completion_tokens = Some(done_tokens);
+                        }
+                        merge_usage(&mut record.usage, u);
+                    }
+                    if chunk.tokens.is_none() {
+                        chunk.tokens = c.logprob_tokens;
+                    }
+                    if let Some(reason) = c.finish_reason {
+                        if record.finish_reason.as_deref() != Some(reason.as_str()) {
+                            record.finish_reason = Some(reason.as_str().to_string());
+                        }
+                    }
+                    if chunk.channel == Channel::Error && error_event.is_none() {
+                        error_event = Some(truncate_lossy(event.data));
+                    }
+                    if ctx.capture == Capture::Text {
+                        chunk.text = Some(std::mem::take(&mut sink.captured));
+                    }
+                }
+                Err(err) => {
+                    if malformed.is_none() {
+                        malformed = Some(format!(
+                            "event {}: {err}: {}",
+                            *events,
+                            truncate_lossy(event.data)
+                        ));
+                    }
+                }
+            }
+            record.chunks.push(chunk);
+        })?;
+        if let Some(message) = malformed {
+            self.fail(Outcome::Malformed, message);
+        }
+        if let Some(message) = error_event {
+            self.fail(Outcome::Other, format!("error event in stream: {message}"));
+        }
+        Ok(())
+    }
+}
+
+fn merge_usage(into: &mut Usage, from: Usage) {
+    into.prompt_tokens = from.prompt_tokens.or(into.prompt_tokens);
+    into.completion_tokens = from.completion_tokens.or(into.completion_tokens);
+    into.reasoning_tokens = from.reasoning_tokens.or(into.reasoning_tokens);
+    into.cached_tokens = from.cached_tokens.or(into.cached_tokens);
+}
+
+fn truncate_lossy(bytes: &[u8]) -> String {
+    let cut = &bytes[..bytes.len().min(ERROR_TEXT_LIMIT)];
+    String::from_utf8_lossy(cut).into_owned()
+}
+
+async fn read_error_body(body: &mut Incoming) -> String {
+    let mut collected = Vec::new();
+    while collected.len() < ERROR_TEXT_LIMIT {
+        match body.frame().await {
+            Some(Ok(frame)) => {
+                if let Some(data) = frame.data_ref() {
+                    collected.extend_from_slice(data);
+                }
+            }
+            Some(Err(err)) => {
+                collected.extend_from_slice(format!(" (body read failed: {err})").as_bytes());
+                break;
+            }
+            None => break,
+        }
+    }
+    truncate_lossy(&collected)
+}

@@ -1,0 +1,418 @@
+//! The engine model: one scheduler thread owns every sequence. Requests wait in a FIFO queue
+//! for one of `slots` batch slots; admitted requests are prefilled one after another at
+//! `prefill_tok_s`; then all prefilled sequences advance together, one decode step at a time,
+//! each step taking `step_base_ms + step_per_seq_ms * active`. A step yields 1 token per
+//! sequence, or more under speculative decoding. Each step's output is serialized into SSE
+//! events and pushed to the sequence's response channel: one timer for all streams.
+
+use std::collections::VecDeque;
+use std::io;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use rand::rngs::StdRng;
+use rand::Rng;
+use tokio::sync::{mpsc as tmpsc, oneshot};
+
+use crate::chunk::{done_event, push_tokens, Channel, ChunkTemplate, UsageCounts, WholeResponse};
+use crate::config::SimConfig;
+use crate::fault::FaultPlan;
+use crate::request::Api;
+
+/// What a streaming response body receives from the engine.
+pub(crate) enum Frame {
+    /// One complete SSE event.
+    Event(Bytes),
+    /// Write nothing for this long (a fault).
+    Stall(Duration),
+    /// Reset the connection (a fault); nothing follows.
+    Reset,
+}
+
+/// Where a sequence's output goes.
+pub(crate) enum Sink {
+    Stream(tmpsc::UnboundedSender<Frame>),
+    Whole(oneshot::Sender<Bytes>),
+}
+
+/// A request, fully planned (lengths, faults, envelope), handed to the engine.
+pub(crate) struct Job {
+    pub api: Api,
+    pub id: String,
+    pub created: u64,
+    pub model: String,
+    pub template: ChunkTemplate,
+    pub reasoning_key: &'static str,
+    pub prompt_tokens: u32,
+    pub cached_tokens: u32,
+    /// Reasoning tokens to emit first (already capped by `completion_target`).
+    pub reasoning_target: u32,
+    /// Completion tokens in total, reasoning included.
+    pub completion_target: u32,
+    pub finish_reason: &'static str,
+    pub include_usage: bool,
+    pub continuous_usage: bool,
+    pub faults: FaultPlan,
+    pub rng: StdRng,
+    pub sink: Sink,
+}
+
+/// Engine timing parameters derived from the configuration.
+#[derive(Clone, Debug)]
+pub(crate) struct EngineParams {
+    slots: usize,
+    prefill_ns_per_token: f64,
+    prefill_base: Duration,
+    step_base_ns: f64,
+    step_per_seq_ns: f64,
+    spec_accept: f64,
+    spec_draft_tokens: u32,
+}
+
+impl EngineParams {
+    pub(crate) fn from_config(config: &SimConfig) -> Self {
+        EngineParams {
+            slots: config.slots.max(1),
+            prefill_ns_per_token: 1e9 / config.prefill_tok_s.max(1e-3),
+            prefill_base: Duration::from_secs_f64(config.prefill_base_ms.max(0.0) / 1e3),
+            step_base_ns: config.step_base_ms.max(0.0) * 1e6,
+            step_per_seq_ns: config.step_per_seq_ms.max(0.0) * 1e6,
+            spec_accept: acceptance_for_mean(config.spec_tokens_mean, config.spec_draft_tokens),
+            spec_draft_tokens: config.spec_draft_tokens,
+        }
+    }
+
+    fn step_time(&self, active: usize) -> Duration {
+        Duration::from_nanos((self.step_base_ns + self.step_per_seq_ns * active as f64) as u64)
+    }
+}
+
+/// Per-draft-token acceptance probability `a` such that a step's expected token count,
+/// `1 + a + a^2 + … + a^k` (drafts accepted in order until the first rejection), equals `mean`.
+pub(crate) fn acceptance_for_mean(mean: f64, draft_tokens: u32) -> f64 {
+    let expected = |a: f64| (0..=draft_tokens).map(|j| a.powi(j as i32)).sum::<f64>();
+    if draft_tokens == 0 || mean <= 1.0 {
+        return 0.0;
+    }
+    if mean >= expected(1.0) {
+        return 1.0;
+    }
+    let (mut lo, mut hi) = (0.0, 1.0);
+    for _ in 0..64 {
+        let mid = (lo + hi) / 2.0;
+        if expected(mid) < mean {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    (lo + hi) / 2.0
+}
+
+/// Starts the scheduler thread. It ends when every `Sender<Job>` is dropped.
+pub(crate) fn spawn_engine(params: EngineParams) -> io::Result<(Sender<Job>, JoinHandle<()>)> {
+    let (tx, rx) = mpsc::channel();
+    let thread = std::thread::Builder::new()
+        .name("sim-engine".into())
+        .spawn(move || Scheduler::new(params).run(rx))?;
+    Ok((tx, thread))
+}
+
+struct Running {
+    job: Job,
+    ready_at: Instant,
+    emitted: u32,
+    token_events: u32,
+    started: bool,
+    faulted: bool,
+    reasoning_text: Vec<u8>,
+    content_text: Vec<u8>,
+}
+
+struct Scheduler {
+    params: EngineParams,
+    waiting: VecDeque<Job>,
+    running: Vec<Running>,
+    prefill_free_at: Instant,
+    busy_until: Instant,
+    scratch: Vec<u8>,
+}
+
+enum Outcome {
+    Continue,
+    Done,
+}
+
+impl Scheduler {
+    fn new(params: EngineParams) -> Self {
+        let now = Instant::now();
+        Scheduler {
+            params,
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            prefill_free_at: now,
+            busy_until: now,
+            scratch: Vec::with_capacity(256),
+        }
+    }
+
+    fn run(mut self, rx: Receiver<Job>) {
+        loop {
+            while let Ok(job) = rx.try_recv() {
+                self.waiting.push_back(job);
+            }
+            self.admit(Instant::now());
+            let Some(next) = self.next_step_at() else {
+                match rx.recv() {
+                    Ok(job) => self.waiting.push_back(job),
+                    Err(_) => return,
+                }
+                continue;
+            };
+            let now = Instant::now();
+            if next > now {
+                match rx.recv_timeout(next - now) {
+                    Ok(job) => {
+                        self.waiting.push_back(job);
+                        continue;
+                    }
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => return,
+                }
+            }
+            self.step(next);
+        }
+    }
+
+    /// Moves queued requests into free slots and schedules their prefill.
+    fn admit(&mut self, now: Instant) {
+        while self.running.len() < self.params.slots {
+            let Some(job) = self.waiting.pop_front() else {
+                break;
+            };
+            let work = job.prompt_tokens.saturating_sub(job.cached_tokens);
+            let prefill = self.params.prefill_base
+                + Duration::from_nanos((self.params.prefill_ns_per_token * f64::from(work)) as u64);
+            let ready_at = self.prefill_free_at.max(now) + prefill;
+            self.prefill_free_at = ready_at;
+            self.running.push(Running {
+                job,
+                ready_at,
+                emitted: 0,
+                token_events: 0,
+                started: false,
+                faulted: false,
+                reasoning_text: Vec::new(),
+                content_text: Vec::new(),
+            });
+        }
+    }
+
+    /// The next decode step: after the current one ends, once some sequence is prefilled.
+    fn next_step_at(&self) -> Option<Instant> {
+        let earliest_ready = self.running.iter().map(|r| r.ready_at).min()?;
+        Some(earliest_ready.max(self.busy_until))
+    }
+
+    fn step(&mut self, at: Instant) {
+        let mut active = 0;
+        let mut i = 0;
+        while i < self.running.len() {
+            if self.running[i].ready_at > at {
+                i += 1;
+                continue;
+            }
+            active += 1;
+            match advance(&self.params, &mut self.running[i], &mut self.scratch) {
+                Outcome::Continue => i += 1,
+                Outcome::Done => {
+                    self.running.swap_remove(i);
+                }
+            }
+        }
+        let end = at + self.params.step_time(active);
+        // When the thread fell more than a step behind, restart the clock instead of bursting.
+        let now = Instant::now();
+        self.busy_until = if end + self.params.step_time(active) < now {
+            now
+        } else {
+            end
+        };
+    }
+}
+
+/// Emits one decode step of a sequence.
+fn advance(params: &EngineParams, seq: &mut Running, scratch: &mut Vec<u8>) -> Outcome {
+    let job = &mut seq.job;
+    let streaming = matches!(job.sink, Sink::Stream(_));
+    if let Sink::Whole(tx) = &job.sink {
+        if tx.is_closed() {
+            return Outcome::Done;
+        }
+    }
+    if !seq.started {
+        seq.started = true;
+        if streaming && job.api == Api::Chat {
+            let usage = job.continuous_usage.then(|| usage_at(job, 0));
+            if !send(job, Frame::Event(job.template.role(usage))) {
+                return Outcome::Done;
+            }
+        }
+    }
+    let mut n = 1;
+    while n <= params.spec_draft_tokens && job.rng.gen::<f64>() < params.spec_accept {
+        n += 1;
+    }
+    let (channel, n) = if seq.emitted < job.reasoning_target {
+        (
+            Channel::Reasoning,
+            n.min(job.reasoning_target - seq.emitted),
+        )
+    } else {
+        (Channel::Content, n.min(job.completion_target - seq.emitted))
+    };
+    scratch.clear();
+    push_tokens(&mut job.rng, n, scratch);
+    seq.emitted += n;
+    seq.token_events += 1;
+    let finished = seq.emitted >= job.completion_target;
+    if !streaming {
+        let text = match channel {
+            Channel::Reasoning => &mut seq.reasoning_text,
+            Channel::Content => &mut seq.content_text,
+        };
+        text.extend_from_slice(scratch);
+        if finished {
+            finish_whole(seq);
+            return Outcome::Done;
+        }
+        return Outcome::Continue;
+    }
+    let usage = job.continuous_usage.then(|| usage_at(job, seq.emitted));
+    let reason = finished.then_some(job.finish_reason);
+    if !send(
+        job,
+        Frame::Event(job.template.delta(channel, scratch, reason, usage)),
+    ) {
+        return Outcome::Done;
+    }
+    let strike = job.faults.has_mid_stream()
+        && !seq.faulted
+        && (seq.token_events >= job.faults.after_chunks || finished);
+    if strike {
+        seq.faulted = true;
+        if inject_faults(job) {
+            return Outcome::Done;
+        }
+    }
+    if !finished {
+        return Outcome::Continue;
+    }
+    if job.include_usage && !job.faults.no_usage {
+        let event = job.template.usage(usage_at(job, seq.emitted));
+        send(job, Frame::Event(event));
+    }
+    if !job.faults.no_done {
+        send(job, Frame::Event(done_event()));
+    }
+    Outcome::Done
+}
+
+/// Sends the mid-stream faults; true when the stream ends here (reset).
+fn inject_faults(job: &Job) -> bool {
+    let faults = &job.faults;
+    if faults.malformed {
+        send(job, Frame::Event(job.template.malformed()));
+    }
+    if faults.non_utf8 {
+        send(
+            job,
+            Frame::Event(
+                job.template
+                    .delta(Channel::Content, b" \xff\xfe", None, None),
+            ),
+        );
+    }
+    if let Some(size) = faults.oversize_bytes {
+        let text = vec![b'x'; size];
+        send(
+            job,
+            Frame::Event(job.template.delta(Channel::Content, &text, None, None)),
+        );
+    }
+    if let Some(ms) = faults.stall_ms {
+        send(job, Frame::Stall(Duration::from_millis(ms)));
+    }
+    if faults.reset {
+        send(job, Frame::Reset);
+        return true;
+    }
+    false
+}
+
+fn usage_at(job: &Job, emitted: u32) -> UsageCounts {
+    UsageCounts {
+        prompt: job.prompt_tokens,
+        completion: emitted,
+        reasoning: emitted.min(job.reasoning_target),
+        cached: job.cached_tokens,
+    }
+}
+
+/// False when the client has gone (the sequence is then aborted, freeing its slot).
+fn send(job: &Job, frame: Frame) -> bool {
+    match &job.sink {
+        Sink::Stream(tx) => tx.send(frame).is_ok(),
+        Sink::Whole(_) => true,
+    }
+}
+
+fn finish_whole(seq: &mut Running) {
+    let job = &mut seq.job;
+    let body = WholeResponse {
+        api: job.api,
+        id: &job.id,
+        created: job.created,
+        model: &job.model,
+        reasoning_key: job.reasoning_key,
+        reasoning: &String::from_utf8_lossy(&seq.reasoning_text),
+        content: &String::from_utf8_lossy(&seq.content_text),
+        finish_reason: job.finish_reason,
+        usage: usage_at(job, seq.emitted),
+    }
+    .to_bytes();
+    let placeholder = Sink::Stream(tmpsc::unbounded_channel().0);
+    if let Sink::Whole(tx) = std::mem::replace(&mut job.sink, placeholder) {
+        let _ = tx.send(body);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn acceptance_matches_requested_mean() {
+        for (mean, k) in [(1.5, 3), (2.5, 4), (3.9, 3)] {
+            let a = acceptance_for_mean(mean, k);
+            let expected: f64 = (0..=k).map(|j| a.powi(j as i32)).sum();
+            assert!((expected - mean).abs() < 1e-9, "{mean} {k} {a}");
+        }
+        assert_eq!(acceptance_for_mean(1.0, 3), 0.0);
+        assert_eq!(acceptance_for_mean(9.0, 3), 1.0);
+    }
+
+    #[test]
+    fn step_time_grows_with_active_sequences() {
+        let config = SimConfig {
+            step_base_ms: 10.0,
+            step_per_seq_ms: 0.5,
+            ..Default::default()
+        };
+        let params = EngineParams::from_config(&config);
+        assert_eq!(params.step_time(0), Duration::from_millis(10));
+        assert_eq!(params.step_time(4), Duration::from_millis(12));
+    }
+}

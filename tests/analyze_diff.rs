@@ -1,0 +1,258 @@
+//! `tokentrace diff` tells a real regression from noise; `tokentrace protocols` lists and
+//! prints definitions; a user-defined protocol file is analyzed like a built-in one.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use tokentrace_format::{
+    Channel, ChunkRecord, ClockAnchor, Header, Manifest, Outcome, Phase, RequestRecord, RunEnd,
+    TraceWriter, Usage, WriterConfig,
+};
+
+const MS: u64 = 1_000_000;
+
+/// 60 requests, one every 100 ms: first content after `ttft_ms` (+0..10 ms jitter), then 9 more
+/// content chunks 10 ms apart (+0..4 ms jitter).
+fn write_trace(path: &Path, ttft_ms: u64) {
+    let header = Header {
+        major: 1,
+        minor: 0,
+        anchor: ClockAnchor {
+            mono_ns: 0,
+            realtime_ns: 1_788_580_000_000_000_000,
+        },
+        host: "testhost".into(),
+        shard: 0,
+    };
+    let manifest = Manifest {
+        model: "sim-model".into(),
+        ..Manifest::default()
+    };
+    let writer = TraceWriter::create(path, header, &manifest, WriterConfig::default()).unwrap();
+    let sender = writer.sender();
+    for i in 0..60u64 {
+        let send = i * 100 * MS;
+        let mut t = send + (ttft_ms + (i * 7) % 11) * MS;
+        let mut chunks = Vec::new();
+        for c in 0..10u64 {
+            if c > 0 {
+                t += (10 + (i * 3 + c) % 5) * MS;
+            }
+            chunks.push(ChunkRecord {
+                arrival_ns: t,
+                read_index: c as u32,
+                bytes: 30,
+                channel: Channel::Content,
+                text_len: 4,
+                tokens: None,
+                text: None,
+            });
+        }
+        sender
+            .send(RequestRecord {
+                id: i,
+                phase: Phase::Measured,
+                trial: 0,
+                intended_ns: send,
+                send_ns: send,
+                headers_ns: Some(send + MS),
+                end_ns: t + MS,
+                http_status: 200,
+                outcome: Outcome::Ok,
+                error: None,
+                usage: Usage {
+                    prompt_tokens: Some(50),
+                    completion_tokens: Some(10),
+                    ..Usage::default()
+                },
+                finish_reason: Some("stop".into()),
+                prompt_hash: 0,
+                prompt_bytes: 200,
+                output_hash: 0,
+                output_bytes: 40,
+                planned_input_tokens: Some(50),
+                response_headers: vec![],
+                chunks,
+            })
+            .unwrap();
+    }
+    drop(sender);
+    writer
+        .finish(RunEnd {
+            end_ns: 6_100 * MS,
+            reason: "completed".into(),
+            ..RunEnd::default()
+        })
+        .unwrap();
+}
+
+fn traces(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let (a, a2, b) = (dir.join("a.tt"), dir.join("a2.tt"), dir.join("b.tt"));
+    write_trace(&a, 50);
+    write_trace(&a2, 50);
+    write_trace(&b, 80);
+    (a, a2, b)
+}
+
+fn diff(a: &Path, b: &Path) -> Value {
+    let out = Command::cargo_bin("tokentrace")
+        .unwrap()
+        .arg("diff")
+        .arg(a)
+        .arg(b)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn metric<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["metric"] == name)
+        .unwrap()
+}
+
+#[test]
+fn diff_flags_a_ttft_regression_and_not_the_unchanged_gaps() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, a2, b) = traces(dir.path());
+    let r = diff(&a, &b);
+    let ttft = metric(&r, "ttft_ms");
+    assert_eq!(ttft["beyond_noise"], true);
+    assert_eq!(ttft["direction"], "higher");
+    let ci = ttft["median_diff_ci"].as_array().unwrap();
+    assert!(
+        ci[0].as_f64().unwrap() > 20.0 && ci[1].as_f64().unwrap() < 40.0,
+        "{ci:?}"
+    );
+    let itl = metric(&r, "itl_ms");
+    assert_eq!(itl["beyond_noise"], false);
+    assert_eq!(itl["direction"], "same");
+    // The same run twice: nothing is beyond noise.
+    let same = diff(&a, &a2);
+    assert!(same["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|m| m["beyond_noise"] == false));
+    let table = Command::cargo_bin("tokentrace")
+        .unwrap()
+        .arg("diff")
+        .arg(&a)
+        .arg(&b)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(table.stdout).unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("ttft_ms") && l.contains("higher (beyond noise)")),
+        "{text}"
+    );
+}
+
+#[test]
+fn protocols_lists_and_prints_every_definition() {
+    let out = Command::cargo_bin("tokentrace")
+        .unwrap()
+        .arg("protocols")
+        .output()
+        .unwrap();
+    let list = String::from_utf8(out.stdout).unwrap();
+    for name in [
+        "tokentrace-v1",
+        "capacity-v3",
+        "capacity-v4-reasoning",
+        "aiperf",
+        "vllm",
+        "sglang",
+        "guidellm",
+    ] {
+        assert!(
+            list.lines().any(|l| l.starts_with(name)),
+            "{name} missing from\n{list}"
+        );
+    }
+    let out = Command::cargo_bin("tokentrace")
+        .unwrap()
+        .args(["protocols", "vllm"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("name = \"vllm\""));
+    assert!(text.contains("gap_chunks = \"choices\""));
+    assert!(text
+        .contains("# ttft_ms: request start through the first streamed event carrying a choice"));
+}
+
+#[test]
+fn a_protocol_file_is_analyzed_like_a_builtin() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, _, _) = traces(dir.path());
+    let file = dir.path().join("mine.toml");
+    std::fs::write(
+        &file,
+        r#"
+name = "mine"
+version = 3
+description = "p90 TTFT and the slowest gap of each request"
+percentile_method = "nearest_rank"
+stats = ["p90", "samples"]
+
+[[metrics]]
+name = "ttft_ms"
+unit = "ms"
+quantity = { kind = "interval", from = "send", to = "first_content" }
+
+[[metrics]]
+name = "worst_gap_ms"
+unit = "ms"
+quantity = { kind = "gap_stat", stat = "max" }
+stats = ["max"]
+"#,
+    )
+    .unwrap();
+    let out = Command::cargo_bin("tokentrace")
+        .unwrap()
+        .arg("analyze")
+        .arg(&a)
+        .args(["--format", "json", "--protocol-file"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["protocol"], "mine");
+    // TTFT is 50 + (7i mod 11) ms: nearest-rank p90 of 60 values is the 54th smallest = 59 ms.
+    assert_eq!(r["metrics"]["ttft_ms"]["p90"], 59.0);
+    assert_eq!(r["metrics"]["ttft_ms"]["samples"], 60);
+    // Gaps are 10 + (3i + c) mod 5 ms: the slowest is 14 ms.
+    assert_eq!(r["metrics"]["worst_gap_ms"]["max"], 14.0);
+    assert!(r["timing_methodology"]["distributions"]
+        .as_str()
+        .unwrap()
+        .contains("nearest-rank"));
+
+    std::fs::write(&file, "name = \"broken\"\nversion = 1\n").unwrap();
+    let out = Command::cargo_bin("tokentrace")
+        .unwrap()
+        .arg("analyze")
+        .arg(&a)
+        .arg("--protocol-file")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("mine.toml"));
+}

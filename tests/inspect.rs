@@ -1,0 +1,104 @@
+//! `tokentrace inspect` on the golden traces, a damaged copy and a missing file.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::PathBuf;
+
+fn golden(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name)
+}
+
+fn inspect_json(path: &std::path::Path, expected_code: i32) -> Value {
+    let output = Command::cargo_bin("tokentrace")
+        .unwrap()
+        .arg("inspect")
+        .arg(path)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(expected_code),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+#[test]
+fn inspect_reports_a_finished_trace() {
+    let v = inspect_json(&golden("finished.trace"), 0);
+    assert_eq!(v["format_version"], "1.0");
+    assert_eq!(v["integrity"], "ok");
+    assert_eq!(v["blocks"], 3);
+    assert_eq!(v["requests"], 6);
+    assert_eq!(v["measured_requests"], 5);
+    assert_eq!(v["chunks"], 44);
+    assert_eq!(v["host"], "golden-host");
+    assert_eq!(v["manifest"]["model"], "tiny");
+    assert_eq!(v["run_end"]["reason"], "completed");
+    assert_eq!(v["first_send_ns"], 10_000_000);
+    assert_eq!(v["last_end_ns"], 310_072_168u64);
+
+    let output = Command::cargo_bin("tokentrace")
+        .unwrap()
+        .arg("inspect")
+        .arg(golden("finished.trace"))
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(text.contains("integrity:   ok"), "{text}");
+    assert!(text.contains("requests:    6 (5 measured)"), "{text}");
+    assert!(text.contains("blocks:      3"), "{text}");
+}
+
+#[test]
+fn inspect_reports_a_killed_trace_as_recovered() {
+    let v = inspect_json(&golden("killed.trace"), 0);
+    assert_eq!(v["integrity"], "recovered");
+    assert_eq!(v["integrity_detail"], "recovered 2 blocks");
+    assert_eq!(v["blocks"], 2);
+    assert_eq!(v["run_end"], Value::Null);
+    assert!(v["skipped"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("incomplete last frame"));
+}
+
+#[test]
+fn inspect_reports_a_damaged_block_and_fails() {
+    let mut bytes = std::fs::read(golden("finished.trace")).unwrap();
+    // The middle of the second block's compressed payload.
+    let finished = inspect_json(&golden("finished.trace"), 0);
+    let total = finished["file_bytes"].as_u64().unwrap() as usize;
+    assert_eq!(total, bytes.len());
+    let dir = tempfile::tempdir().unwrap();
+    let damaged = dir.path().join("damaged.trace");
+    let target = bytes.len() / 2;
+    bytes[target] ^= 0x55;
+    std::fs::write(&damaged, &bytes).unwrap();
+    let v = inspect_json(&damaged, 1);
+    assert_eq!(v["integrity"], "corrupt");
+    assert!(
+        v["integrity_detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("corrupt block"),
+        "{v}"
+    );
+    assert!(v["requests"].as_u64().unwrap() < 6);
+}
+
+#[test]
+fn inspect_of_a_missing_file_is_a_clear_error() {
+    let output = Command::cargo_bin("tokentrace")
+        .unwrap()
+        .args(["inspect", "/nonexistent/x.trace"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("/nonexistent/x.trace"));
+}

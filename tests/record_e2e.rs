@@ -1,0 +1,338 @@
+//! `tokentrace record` against the simulator: both APIs, reasoning on and off, several tokens
+//! per chunk, usage, warmup, intended vs actual start.
+
+mod record_common;
+
+use record_common::*;
+use tokentrace_format::{Channel, Outcome, Phase};
+use tokentrace_sim::ReasoningField;
+
+#[test]
+fn chat_with_reasoning_and_speculative_chunks() {
+    let server = sim(tokentrace_sim::SimConfig {
+        reasoning_tokens: 6,
+        spec_tokens_mean: 2.5,
+        ..fast_sim()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("chat.tt");
+    record(
+        &server.base_url(),
+        &out,
+        &[
+            "--requests",
+            "12",
+            "--warmup",
+            "2",
+            "--concurrency",
+            "3",
+            "--input-tokens",
+            "300",
+            "--max-tokens",
+            "20",
+            "--ignore-eos",
+            "--label",
+            "engine=sim",
+        ],
+    )
+    .assert()
+    .success();
+    let (reader, records) = requests(&out);
+    assert_eq!(records.len(), 14);
+    assert_eq!(reader.run_end().unwrap().reason, "completed");
+    assert_eq!(reader.manifest().labels["engine"], "sim");
+    assert_eq!(
+        records.iter().filter(|r| r.phase == Phase::Warmup).count(),
+        2
+    );
+    assert!(records[..2].iter().all(|r| r.phase == Phase::Warmup));
+    let mut chunks_below_tokens = 0;
+    for r in &records {
+        assert_eq!(r.outcome, Outcome::Ok, "{:?}", r.error);
+        assert_eq!(r.http_status, 200);
+        assert_eq!(count(r, Channel::Role), 1);
+        assert!(count(r, Channel::Reasoning) >= 1);
+        assert!(count(r, Channel::Content) >= 1);
+        assert_eq!(count(r, Channel::Usage), 1);
+        assert_eq!(count(r, Channel::Done), 1);
+        assert_eq!(r.usage.completion_tokens, Some(20));
+        assert_eq!(r.usage.reasoning_tokens, Some(6));
+        assert_eq!(
+            output_tokens(r),
+            20,
+            "per-chunk tokens must add up to usage"
+        );
+        let prompt = r.usage.prompt_tokens.unwrap();
+        assert!(prompt.abs_diff(300) <= 6, "prompt tokens {prompt}");
+        assert_eq!(r.planned_input_tokens, Some(300));
+        assert_eq!(r.finish_reason.as_deref(), Some("length"));
+        assert!(r.intended_ns <= r.send_ns);
+        assert!(r.send_ns <= r.headers_ns.unwrap());
+        assert!(r.headers_ns.unwrap() <= r.chunks[0].arrival_ns);
+        assert!(r
+            .chunks
+            .windows(2)
+            .all(|w| w[0].arrival_ns <= w[1].arrival_ns));
+        assert!(r
+            .chunks
+            .windows(2)
+            .all(|w| w[0].read_index <= w[1].read_index));
+        assert_eq!(r.end_ns, r.chunks.last().unwrap().arrival_ns);
+        assert!(r.output_bytes > 0 && r.output_hash != 0);
+        assert!(r.chunks.iter().all(|c| c.text.is_none()));
+        if count(r, Channel::Reasoning) + count(r, Channel::Content) < 20 {
+            chunks_below_tokens += 1;
+        }
+    }
+    assert!(
+        chunks_below_tokens > 0,
+        "speculative steps should carry several tokens"
+    );
+    let health = &reader.run_end().unwrap().client_health;
+    assert_eq!(
+        health["chunks"],
+        records.iter().map(|r| r.chunks.len()).sum::<usize>()
+    );
+    assert!(health["cpu_ns"].as_u64().unwrap() > 0);
+    assert!(health["max_rss_bytes"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn completions_with_final_usage_only() {
+    let server = sim(fast_sim());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cmpl.tt");
+    record(
+        &server.base_url(),
+        &out,
+        &[
+            "--api",
+            "completions",
+            "--requests",
+            "6",
+            "--concurrency",
+            "2",
+            "--input-tokens",
+            "64",
+            "--max-tokens",
+            "9",
+            "--ignore-eos",
+            "--usage",
+            "final",
+            "--capture",
+            "text",
+        ],
+    )
+    .assert()
+    .success();
+    let (reader, records) = requests(&out);
+    assert_eq!(reader.manifest().api, "completions");
+    assert_eq!(records.len(), 6);
+    for r in &records {
+        assert_eq!(r.outcome, Outcome::Ok, "{:?}", r.error);
+        assert_eq!(count(r, Channel::Role), 0);
+        assert_eq!(count(r, Channel::Reasoning), 0);
+        assert_eq!(count(r, Channel::Content), 9);
+        assert_eq!(count(r, Channel::Usage), 1);
+        assert_eq!(r.usage.completion_tokens, Some(9));
+        // Without continuous usage the per-chunk token counts are unknown.
+        assert!(r.chunks.iter().all(|c| c.tokens.is_none()));
+        let text: String = r.chunks.iter().filter_map(|c| c.text.clone()).collect();
+        assert_eq!(text.len() as u32, r.output_bytes);
+        assert_eq!(text.split_whitespace().count(), 9);
+    }
+}
+
+#[test]
+fn chat_with_thinking_off_and_reasoning_field() {
+    let server = sim(tokentrace_sim::SimConfig {
+        reasoning_tokens: 4,
+        reasoning_field: ReasoningField::Reasoning,
+        ..fast_sim()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let on = dir.path().join("on.tt");
+    let off = dir.path().join("off.tt");
+    let base = [
+        "--requests",
+        "3",
+        "--input-tokens",
+        "32",
+        "--max-tokens",
+        "10",
+        "--ignore-eos",
+    ];
+    record(&server.base_url(), &on, &base).assert().success();
+    let mut args = base.to_vec();
+    args.extend(["--thinking", "off"]);
+    record(&server.base_url(), &off, &args).assert().success();
+    for r in requests(&on).1 {
+        assert_eq!(
+            r.chunks
+                .iter()
+                .filter(|c| c.channel == Channel::Reasoning)
+                .map(|c| c.tokens.unwrap())
+                .sum::<u32>(),
+            4
+        );
+    }
+    for r in requests(&off).1 {
+        assert_eq!(count(&r, Channel::Reasoning), 0);
+        assert_eq!(count(&r, Channel::Content), 10);
+    }
+}
+
+#[test]
+fn open_loop_intended_starts_follow_the_schedule() {
+    let server = sim(fast_sim());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("open.tt");
+    let prompts = prompt_file(dir.path(), 3);
+    record(
+        &server.base_url(),
+        &out,
+        &[
+            "--rate",
+            "40",
+            "--arrival",
+            "constant",
+            "--requests",
+            "8",
+            "--max-tokens",
+            "4",
+            "--prompts",
+            prompts.to_str().unwrap(),
+        ],
+    )
+    .assert()
+    .success();
+    let (reader, records) = requests(&out);
+    assert_eq!(reader.manifest().load["mode"], "open");
+    assert_eq!(records.len(), 8);
+    let t0 = records[0].intended_ns;
+    for (i, r) in records.iter().enumerate() {
+        assert_eq!(r.intended_ns - t0, i as u64 * 25_000_000, "request {i}");
+        assert!(r.send_ns >= r.intended_ns);
+        assert_eq!(r.planned_input_tokens, None);
+        assert_eq!(r.outcome, Outcome::Ok);
+    }
+    // The prompt file is used round robin: ids 0 and 3 carry the same prompt.
+    assert_eq!(records[0].prompt_hash, records[3].prompt_hash);
+    assert_ne!(records[0].prompt_hash, records[1].prompt_hash);
+}
+
+#[test]
+fn input_tokens_4096_calibrated_within_two_percent() {
+    // A chat template overhead the client cannot know in advance.
+    let server = sim(tokentrace_sim::SimConfig {
+        chat_tokens_per_message: 37,
+        ..fast_sim()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("long.tt");
+    record(
+        &server.base_url(),
+        &out,
+        &[
+            "--requests",
+            "4",
+            "--concurrency",
+            "2",
+            "--input-tokens",
+            "4096",
+            "--max-tokens",
+            "2",
+        ],
+    )
+    .assert()
+    .success();
+    let (_, records) = requests(&out);
+    for r in &records {
+        let prompt = r.usage.prompt_tokens.unwrap();
+        assert!(
+            prompt.abs_diff(4096) as f64 <= 4096.0 * 0.02,
+            "prompt tokens {prompt}"
+        );
+        // Unique prefixes: no two prompts alike.
+        assert_eq!(
+            records
+                .iter()
+                .filter(|o| o.prompt_hash == r.prompt_hash)
+                .count(),
+            1
+        );
+    }
+}
+
+#[test]
+fn api_key_never_reaches_the_trace() {
+    let server = sim(fast_sim());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("key.tt");
+    let key = "sk-tokentrace-test-7f3a9c1e5b";
+    record(
+        &server.base_url(),
+        &out,
+        &[
+            "--requests",
+            "3",
+            "--max-tokens",
+            "3",
+            "--capture",
+            "raw",
+            "--api-key-env",
+            "TT_TEST_KEY",
+            "--header",
+            "X-Api-Key: sk-tokentrace-test-7f3a9c1e5b",
+        ],
+    )
+    .env("TT_TEST_KEY", key)
+    .assert()
+    .success();
+    let bytes = std::fs::read(&out).unwrap();
+    let found = bytes.windows(key.len()).any(|w| w == key.as_bytes());
+    assert!(!found, "the API key is in the trace");
+    let (reader, records) = requests(&out);
+    assert_eq!(records.len(), 3);
+    assert_eq!(reader.manifest().extra["api_key_sent"], true);
+    assert!(reader
+        .manifest()
+        .argv
+        .iter()
+        .any(|a| a.contains("<redacted>")));
+}
+
+#[test]
+fn unreachable_target_fails_the_run() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("none.tt");
+    let output = record(
+        &format!("http://127.0.0.1:{port}/v1"),
+        &out,
+        &["--requests", "1"],
+    )
+    .assert()
+    .failure()
+    .get_output()
+    .clone();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("unreachable"), "{stderr}");
+}
+
+#[test]
+fn bad_arguments_fail_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("bad.tt");
+    record("http://127.0.0.1:9/v1", &out, &["--extra-body", "[1]"])
+        .assert()
+        .failure();
+    record("ftp://127.0.0.1:9/v1", &out, &["--requests", "1"])
+        .assert()
+        .failure();
+    record("http://127.0.0.1:9/v1", &out, &["--label", "novalue"])
+        .assert()
+        .failure();
+}

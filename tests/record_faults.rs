@@ -1,0 +1,231 @@
+//! Injected faults are recorded with their outcome class and message; the run goes on and
+//! exits 0. Also: timeouts, and Ctrl-C finishing the trace with cancelled requests.
+
+mod record_common;
+
+use record_common::*;
+use std::time::Duration;
+use tokentrace_format::{Outcome, RequestRecord};
+use tokentrace_sim::{FaultConfig, SimConfig};
+
+fn outcome_of(records: &[RequestRecord], id: u64) -> Outcome {
+    records.iter().find(|r| r.id == id).unwrap().outcome
+}
+
+#[test]
+fn each_fault_gets_its_outcome() {
+    // Faults fire on arrival numbers (1-based); with one request at a time and a prompt file
+    // (no calibration probes), arrival n is request id n-1.
+    let server = sim(SimConfig {
+        faults: FaultConfig {
+            http_500_every: 5,
+            reset_every: 7,
+            malformed_every: 11,
+            no_done_every: 3,
+            oversize_every: 13,
+            oversize_bytes: 4096,
+            after_chunks: 2,
+            ..FaultConfig::default()
+        },
+        ..fast_sim()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("faults.tt");
+    let prompts = prompt_file(dir.path(), 4);
+    record(
+        &server.base_url(),
+        &out,
+        &[
+            "--requests",
+            "14",
+            "--concurrency",
+            "1",
+            "--max-tokens",
+            "6",
+            "--ignore-eos",
+            "--max-line-bytes",
+            "1024",
+            "--prompts",
+            prompts.to_str().unwrap(),
+        ],
+    )
+    .assert()
+    .success();
+    let (reader, records) = requests(&out);
+    assert_eq!(records.len(), 14);
+    assert_eq!(reader.run_end().unwrap().reason, "completed");
+    let expected = [
+        (0, Outcome::Ok),
+        (1, Outcome::Ok),
+        (2, Outcome::MissingDone),
+        (3, Outcome::Ok),
+        (4, Outcome::HttpError),
+        (5, Outcome::MissingDone),
+        (6, Outcome::StreamError),
+        (7, Outcome::Ok),
+        (8, Outcome::MissingDone),
+        (9, Outcome::HttpError),
+        (10, Outcome::Malformed),
+        (11, Outcome::MissingDone),
+        (12, Outcome::Oversize),
+        (13, Outcome::StreamError),
+    ];
+    for (id, outcome) in expected {
+        let r = records.iter().find(|r| r.id == id).unwrap();
+        assert_eq!(r.outcome, outcome, "request {id}: {:?}", r.error);
+        assert_eq!(r.error.is_some(), outcome != Outcome::Ok, "request {id}");
+    }
+    let http = records.iter().find(|r| r.id == 4).unwrap();
+    assert_eq!(http.http_status, 500);
+    assert!(http.error.as_deref().unwrap().starts_with("HTTP 500"));
+    assert!(http.error.as_deref().unwrap().len() <= 1024 + 16);
+    // The malformed event is recorded and the stream read to its end.
+    let malformed = records.iter().find(|r| r.id == 10).unwrap();
+    assert_eq!(count(malformed, tokentrace_format::Channel::Done), 1);
+    assert_eq!(outcome_of(&records, 12), Outcome::Oversize);
+}
+
+#[test]
+fn stalls_and_slow_prefill_time_out() {
+    let server = sim(SimConfig {
+        faults: FaultConfig {
+            stall_every: 2,
+            stall_ms: 3_000,
+            after_chunks: 1,
+            ..FaultConfig::default()
+        },
+        ..fast_sim()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("stall.tt");
+    let prompts = prompt_file(dir.path(), 2);
+    record(
+        &server.base_url(),
+        &out,
+        &[
+            "--requests",
+            "4",
+            "--concurrency",
+            "1",
+            "--max-tokens",
+            "5",
+            "--timeout",
+            "0.5",
+            "--prompts",
+            prompts.to_str().unwrap(),
+        ],
+    )
+    .assert()
+    .success();
+    let (_, records) = requests(&out);
+    let outcomes: Vec<Outcome> = records.iter().map(|r| r.outcome).collect();
+    assert_eq!(
+        outcomes,
+        [Outcome::Ok, Outcome::Timeout, Outcome::Ok, Outcome::Timeout]
+    );
+    let stalled = &records[1];
+    assert!(stalled.end_ns - stalled.send_ns >= 500_000_000);
+    assert!(stalled.end_ns - stalled.send_ns < 2_500_000_000);
+
+    // 20k prompt tokens at 10k tokens/s: two seconds of prefill, far beyond the TTFT limit.
+    let slow = sim(SimConfig {
+        prefill_tok_s: 10_000.0,
+        ..fast_sim()
+    });
+    let out = dir.path().join("ttft.tt");
+    record(
+        &slow.base_url(),
+        &out,
+        &[
+            "--requests",
+            "2",
+            "--concurrency",
+            "2",
+            "--max-tokens",
+            "5",
+            "--ttft-timeout",
+            "0.3",
+            "--input-tokens",
+            "20000",
+            "--timeout",
+            "10",
+        ],
+    )
+    .assert()
+    .success();
+    let (_, records) = requests(&out);
+    assert!(
+        records.iter().all(|r| r.outcome == Outcome::TtftTimeout),
+        "{records:?}"
+    );
+}
+
+#[test]
+fn interrupt_cancels_in_flight_and_finishes_the_trace() {
+    // Slow decode: each stream takes about 10 s, so every request is in flight at the signal.
+    let server = sim(SimConfig {
+        step_base_ms: 100.0,
+        ..fast_sim()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("int.tt");
+    let prompts = prompt_file(dir.path(), 2);
+    let bin = assert_cmd::cargo::cargo_bin("tokentrace");
+    let mut child = std::process::Command::new(bin)
+        .args([
+            "record",
+            "--url",
+            &server.base_url(),
+            "--model",
+            "sim",
+            "--progress",
+            "off",
+        ])
+        .args([
+            "--requests",
+            "6",
+            "--concurrency",
+            "3",
+            "--max-tokens",
+            "100",
+            "--ignore-eos",
+        ])
+        .args([
+            "--grace",
+            "0.2",
+            "--prompts",
+            prompts.to_str().unwrap(),
+            "-o",
+        ])
+        .arg(&out)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let exit = loop {
+        if let Some(exit) = child.try_wait().unwrap() {
+            break exit;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "record did not stop after SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(exit.success());
+    let (reader, records) = requests(&out);
+    assert_eq!(reader.run_end().unwrap().reason, "interrupted");
+    assert_eq!(records.len(), 3, "no request may start after the interrupt");
+    for r in &records {
+        assert_eq!(r.outcome, Outcome::Cancelled);
+        assert!(
+            !r.chunks.is_empty(),
+            "chunks received before the interrupt are kept"
+        );
+    }
+}
