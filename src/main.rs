@@ -29,6 +29,8 @@ enum Command {
     Diff(cmd::diff::Args),
     /// Import another tool's raw export (AIPerf, vllm bench serve) as a trace.
     Import(cmd::import::Args),
+    /// Copy a trace without its captured text, payloads and unsafe header values.
+    Redact(cmd::redact::Args),
     /// Show a trace's header, manifest, counts and integrity.
     Inspect(cmd::inspect::Args),
     /// Run the OpenAI-compatible engine simulator.
@@ -46,6 +48,7 @@ fn main() -> std::process::ExitCode {
         Command::Diff(args) => cmd::diff::run(args),
         Command::Import(args) => cmd::import::run(args),
         Command::Inspect(args) => cmd::inspect::run(args),
+        Command::Redact(args) => cmd::redact::run(args),
         Command::Sim(args) => cmd::sim::run(args),
     };
     match result {

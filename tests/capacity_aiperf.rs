@@ -17,9 +17,9 @@ fn fixture() -> PathBuf {
     }
 }
 
-/// Relative difference, for values AIPerf derives through a different order of operations.
-fn close(ours: f64, theirs: f64) -> bool {
-    ((ours - theirs) / theirs).abs() < 1e-12
+/// Relative difference within `tolerance`.
+fn close(ours: f64, theirs: f64, tolerance: f64) -> bool {
+    ((ours - theirs) / theirs).abs() < tolerance
 }
 
 #[test]
@@ -41,36 +41,44 @@ fn trial_block_matches_aiperf_on_its_own_run() {
     let trial = load_trial(&trace).unwrap();
     let block = Value::Object(TrialMetrics::from_records(&trial.records).to_json());
 
-    // Percentiles of per-request values: exactly AIPerf's.
+    // Per-request statistics: AIPerf's to the last bit (ITL and its inverse may differ in the
+    // last bits where AIPerf sums in another order).
     for (ours, theirs) in [
         ("ttft_ms", "time_to_first_token"),
         ("request_latency_ms", "request_latency"),
-        ("itl_ms", "inter_token_latency"),
     ] {
         for p in ["p50", "p95", "p99"] {
-            let a = block[ours][p].as_f64().unwrap();
-            let b = summary[theirs][p].as_f64().unwrap();
-            assert!(close(a, b), "{ours}.{p}: {a} vs AIPerf {b}");
+            assert_eq!(block[ours][p], summary[theirs][p], "{ours}.{p}");
         }
     }
-    let per_user = &block["per_user_output_throughput_tps"];
+    for p in ["p50", "p95", "p99"] {
+        let a = block["itl_ms"][p].as_f64().unwrap();
+        let b = summary["inter_token_latency"][p].as_f64().unwrap();
+        assert!(close(a, b, 1e-14), "itl_ms.{p}: {a} vs AIPerf {b}");
+    }
     for stat in ["avg", "p50", "p95"] {
-        let a = per_user[stat].as_f64().unwrap();
+        let a = block["per_user_output_throughput_tps"][stat]
+            .as_f64()
+            .unwrap();
         let b = summary["output_token_throughput_per_user"][stat]
             .as_f64()
             .unwrap();
-        assert!(close(a, b), "per-user {stat}: {a} vs AIPerf {b}");
+        assert!(close(a, b, 1e-14), "per-user {stat}: {a} vs AIPerf {b}");
     }
-    // Run-level rates share AIPerf's benchmark duration (first send to last response).
+    // AIPerf's duration is max(start + latency) - min(start) with each start read from the
+    // wall clock; the trace has the monotonic send times, a few microseconds apart from those.
     let duration = block["benchmark_duration_s"].as_f64().unwrap();
     let theirs = summary["benchmark_duration"]["avg"].as_f64().unwrap();
-    assert!(close(duration, theirs), "duration {duration} vs {theirs}");
-    for (ours, theirs) in [
-        ("output_throughput_tps", "output_token_throughput"),
-        ("request_throughput_rps", "request_throughput"),
-    ] {
-        let a = block[ours].as_f64().unwrap();
-        let b = summary[theirs]["avg"].as_f64().unwrap();
-        assert!(close(a, b), "{ours}: {a} vs AIPerf {b}");
-    }
+    assert!(
+        close(duration, theirs, 1e-5),
+        "duration {duration} vs {theirs}"
+    );
+    // Rates over that duration, as AIPerf 0.10 (the capacity fixture's version) computes them;
+    // 0.13 divides by its profiling-phase window instead, 0.2 % longer on this run.
+    let requests = block["request_throughput_rps"].as_f64().unwrap();
+    assert!(close(requests, 20.0 / duration, 1e-15));
+    let tokens = block["output_throughput_tps"].as_f64().unwrap();
+    assert!(close(tokens, 1280.0 / duration, 1e-15));
+    let window_rps = summary["request_throughput"]["avg"].as_f64().unwrap();
+    assert!(close(requests, window_rps, 3e-3));
 }

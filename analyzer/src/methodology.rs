@@ -107,10 +107,24 @@ pub fn describe_quantity(q: &Quantity, gaps: GapChunks) -> String {
 
 /// The sentence for `metric` under `protocol`.
 pub fn describe_metric(protocol: &Protocol, metric: &MetricDef) -> String {
-    metric
+    let mut text = metric
         .description
         .clone()
-        .unwrap_or_else(|| describe_quantity(&metric.quantity, protocol.gap_chunks))
+        .unwrap_or_else(|| describe_quantity(&metric.quantity, protocol.gap_chunks));
+    if let Some(w) = metric.weight {
+        text.push_str(&format!(
+            "; statistics weight each request by its {}{}",
+            count_phrase(w.count),
+            minus_phrase(w.minus)
+        ));
+    }
+    if let Some(stats) = &metric.stats {
+        if protocol.report != ReportShape::AnvilBenchmarkV1 {
+            let keys: Vec<String> = stats.iter().map(|s| protocol.stat_key(*s)).collect();
+            text.push_str(&format!("; reports {}", join_list(&keys)));
+        }
+    }
+    text
 }
 
 /// "a, b, and c" (two items: "a and b").
@@ -129,7 +143,7 @@ pub fn distributions(protocol: &Protocol) -> String {
         .stats
         .iter()
         .filter(|s| **s != Stat::Samples)
-        .map(Stat::key)
+        .map(|s| protocol.stat_key(*s))
         .collect();
     let mut text = format!(
         "request-level {} using {}",

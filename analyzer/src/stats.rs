@@ -97,6 +97,7 @@ impl PercentileMethod {
             PercentileMethod::Linear => {
                 "numpy linear interpolation (numpy.percentile default)".to_string()
             }
+            PercentileMethod::CdfSearch => "the weighted inverse CDF without interpolation (the first value whose cumulative weight share reaches the percentile)".to_string(),
             other => format!("numpy.percentile method '{}'", other.name()),
         }
     }

@@ -175,7 +175,8 @@ impl TrialRunner for LiveRunner<'_> {
             .map_err(trial_error)?;
         let record = self.trial_config(spec, path.clone());
         tokentrace_recorder::run(record).map_err(|e| trial_error(e.to_string()))?;
-        let data = measure_trial(&path, &spec.workload, spec.trial, self.judge)?;
+        let data = measure_trial(&path, &spec.workload, spec.trial, self.judge)?
+            .ok_or_else(|| trial_error("the recorder left its trace unfinished".into()))?;
         self.manifest.trials.push(TrialLogEntry {
             workload: spec.workload.to_string(),
             concurrency: spec.concurrency,

@@ -8,9 +8,11 @@
 //!   `server_token_count`), else the number of non-empty output deltas;
 //! - ITL: (latency - TTFT) / (OSL - 1), for OSL > 1; per-user throughput: 1 / ITL.
 //!
-//! Per trial: benchmark duration from the first send to the last end of a measured request;
-//! output throughput = total OSL / duration; request throughput = successful requests / duration.
-//! Percentiles are numpy-linear, as AIPerf reports them.
+//! Per trial: benchmark duration from the first send to the last output of a successful
+//! measured request (AIPerf's `max(start + request_latency) - min(start)`); output throughput =
+//! total OSL / duration; request throughput = successful requests / duration (AIPerf 0.10, the
+//! fixture's version, divides by the benchmark duration). Statistics are taken on ns values and
+//! multiplied by 1e-6 for ms, percentiles numpy-linear, as AIPerf does.
 
 use crate::slo::SloMetric;
 use crate::stats::{mean, percentile_linear};
@@ -52,19 +54,19 @@ impl MinMax {
 /// The per-request values and trial totals of one trial.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TrialMetrics {
-    /// TTFT per successful request, ms.
-    pub ttft_ms: Vec<f64>,
-    /// Request latency per successful request, ms.
-    pub request_latency_ms: Vec<f64>,
-    /// ITL per successful request with OSL > 1, ms.
-    pub itl_ms: Vec<f64>,
-    /// Output tokens per second per user (1000 / ITL ms).
+    /// TTFT per successful request, ns (AIPerf keeps native units and converts statistics).
+    pub ttft_ns: Vec<f64>,
+    /// Request latency per successful request, ns.
+    pub request_latency_ns: Vec<f64>,
+    /// ITL per successful request with OSL > 1, ns.
+    pub itl_ns: Vec<f64>,
+    /// Output tokens per second per user: 1 / (ITL ns * 1e-9).
     pub per_user_tps: Vec<f64>,
     /// Sum of output sequence lengths.
     pub output_tokens: u64,
     /// Successful measured requests.
     pub requests: u64,
-    /// First send to last end of the measured requests, seconds.
+    /// First send to last output among the successful measured requests, seconds.
     pub duration_s: f64,
     /// Server-reported prompt tokens.
     pub server_prompt_tokens: MinMax,
@@ -72,48 +74,52 @@ pub struct TrialMetrics {
     pub server_completion_tokens: MinMax,
 }
 
-const NS_PER_MS: f64 = 1e6;
+/// AIPerf converts ns statistics to ms by multiplying (bit-exact with its exports).
+pub const NS_TO_MS: f64 = 1e-6;
 
 impl TrialMetrics {
     /// Computes the metrics of the measured requests among `records`.
     pub fn from_records(records: &[RequestRecord]) -> TrialMetrics {
         let mut m = TrialMetrics::default();
-        let measured = records.iter().filter(|r| r.phase == Phase::Measured);
-        let first_send = measured.clone().map(|r| r.send_ns).min();
-        let last_end = measured.clone().map(|r| r.end_ns).max();
-        if let (Some(start), Some(end)) = (first_send, last_end) {
-            m.duration_s = end.saturating_sub(start) as f64 / 1e9;
+        let mut window: Option<(u64, u64)> = None;
+        let measured_ok = records
+            .iter()
+            .filter(|r| r.phase == Phase::Measured && r.outcome == Outcome::Ok);
+        for record in measured_ok {
+            if let Some(last_output_ns) = m.add_request(record) {
+                let (start, end) = window.unwrap_or((record.send_ns, last_output_ns));
+                window = Some((start.min(record.send_ns), end.max(last_output_ns)));
+            }
         }
-        for record in measured.filter(|r| r.outcome == Outcome::Ok) {
-            m.add_request(record);
+        if let Some((start, end)) = window {
+            m.duration_s = end.saturating_sub(start) as f64 * 1e-9;
         }
         m
     }
 
-    fn add_request(&mut self, record: &RequestRecord) {
+    /// Adds one request; returns the arrival of its last output, None when it had none.
+    fn add_request(&mut self, record: &RequestRecord) -> Option<u64> {
         let mut outputs = record.chunks.iter().filter(|c| {
             matches!(c.channel, Channel::Reasoning | Channel::Content) && c.text_len > 0
         });
-        let Some(first) = outputs.next() else {
-            return;
-        };
+        let first = outputs.next()?;
         let last = outputs.clone().next_back().unwrap_or(first);
         let output_chunks = 1 + outputs.count() as u64;
-        let ttft = first.arrival_ns.saturating_sub(record.send_ns) as f64 / NS_PER_MS;
-        let latency = last.arrival_ns.saturating_sub(record.send_ns) as f64 / NS_PER_MS;
+        let ttft = first.arrival_ns.saturating_sub(record.send_ns) as f64;
+        let latency = last.arrival_ns.saturating_sub(record.send_ns) as f64;
         let osl = record
             .usage
             .completion_tokens
             .map_or(output_chunks, u64::from);
         self.requests += 1;
         self.output_tokens += osl;
-        self.ttft_ms.push(ttft);
-        self.request_latency_ms.push(latency);
+        self.ttft_ns.push(ttft);
+        self.request_latency_ns.push(latency);
         if osl > 1 {
             let itl = (latency - ttft) / (osl - 1) as f64;
-            self.itl_ms.push(itl);
+            self.itl_ns.push(itl);
             if itl > 0.0 {
-                self.per_user_tps.push(1000.0 / itl);
+                self.per_user_tps.push(1.0 / (itl * 1e-9));
             }
         }
         if let Some(p) = record.usage.prompt_tokens {
@@ -122,15 +128,17 @@ impl TrialMetrics {
         if let Some(c) = record.usage.completion_tokens {
             self.server_completion_tokens.add(f64::from(c));
         }
+        Some(last.arrival_ns)
     }
 
-    /// The per-request values an SLO on `metric` is judged on.
-    pub fn values_of(&self, metric: SloMetric) -> &[f64] {
+    /// The per-request values an SLO on `metric` is judged on, and the factor that turns a
+    /// statistic of them into the SLO's unit (ms for times).
+    pub fn values_of(&self, metric: SloMetric) -> (&[f64], f64) {
         match metric {
-            SloMetric::Ttft => &self.ttft_ms,
-            SloMetric::Itl => &self.itl_ms,
-            SloMetric::RequestLatency => &self.request_latency_ms,
-            SloMetric::PerUserOutputThroughput => &self.per_user_tps,
+            SloMetric::Ttft => (&self.ttft_ns, NS_TO_MS),
+            SloMetric::Itl => (&self.itl_ns, NS_TO_MS),
+            SloMetric::RequestLatency => (&self.request_latency_ns, NS_TO_MS),
+            SloMetric::PerUserOutputThroughput => (&self.per_user_tps, 1.0),
         }
     }
 
@@ -141,17 +149,18 @@ impl TrialMetrics {
     /// The fixture's per-trial metric keys, in its order (correctness and trial are added by
     /// the report).
     pub fn to_json(&self) -> Map<String, Value> {
+        let ms = |values: &[f64], p: f64| percentile_linear(values, p).map(|v| v * NS_TO_MS);
         let pcts = |values: &[f64]| {
             json!({
-                "p50": percentile_linear(values, 50.0),
-                "p95": percentile_linear(values, 95.0),
-                "p99": percentile_linear(values, 99.0),
+                "p50": ms(values, 50.0),
+                "p95": ms(values, 95.0),
+                "p99": ms(values, 99.0),
             })
         };
         let mut block = Map::new();
-        block.insert("ttft_ms".into(), pcts(&self.ttft_ms));
-        block.insert("request_latency_ms".into(), pcts(&self.request_latency_ms));
-        block.insert("itl_ms".into(), pcts(&self.itl_ms));
+        block.insert("ttft_ms".into(), pcts(&self.ttft_ns));
+        block.insert("request_latency_ms".into(), pcts(&self.request_latency_ns));
+        block.insert("itl_ms".into(), pcts(&self.itl_ns));
         block.insert(
             "output_throughput_tps".into(),
             json!(self.per_second(self.output_tokens as f64)),
@@ -255,14 +264,14 @@ pub(crate) mod tests {
             record(2, Phase::Measured, 1500, &[300, 500], 5),
         ];
         let m = TrialMetrics::from_records(&records);
-        assert_eq!(m.ttft_ms, vec![100.0, 300.0]);
-        assert_eq!(m.request_latency_ms, vec![400.0, 500.0]);
-        assert_eq!(m.itl_ms, vec![100.0, 50.0]);
+        assert_eq!(m.ttft_ns, vec![100e6, 300e6]);
+        assert_eq!(m.request_latency_ns, vec![400e6, 500e6]);
+        assert_eq!(m.itl_ns, vec![100e6, 50e6]);
         assert_eq!(m.per_user_tps, vec![10.0, 20.0]);
         assert_eq!(m.output_tokens, 9);
         assert_eq!(m.requests, 2);
-        // First send 1000 ms, last end 1500 + 502 ms.
-        assert!((m.duration_s - 1.002).abs() < 1e-12);
+        // First send 1000 ms, last output 1500 + 500 ms.
+        assert!((m.duration_s - 1.0).abs() < 1e-12);
         assert_eq!(m.server_prompt_tokens.min, Some(101.0));
         assert_eq!(m.server_prompt_tokens.max, Some(102.0));
         let block = Value::Object(m.to_json());
@@ -273,7 +282,7 @@ pub(crate) mod tests {
             json!({"min": 4.0, "max": 5.0})
         );
         let rps = block["request_throughput_rps"].as_f64().unwrap();
-        assert!((rps - 2.0 / 1.002).abs() < 1e-12);
+        assert!((rps - 2.0).abs() < 1e-12);
     }
 
     #[test]

@@ -20,6 +20,8 @@ use tokentrace_format::{RequestRecord, TraceReader};
 pub struct TraceTrial {
     /// Every readable request record.
     pub records: Vec<RequestRecord>,
+    /// False when the writer never finished the trace (the process was killed mid-trial).
+    pub complete: bool,
     /// False when the trace has no run end, ended interrupted or with an error, or lost
     /// requests to a corrupt block.
     pub finished_cleanly: bool,
@@ -44,22 +46,32 @@ pub fn load_trial(path: &Path) -> Result<TraceTrial, CapacityError> {
         .is_some_and(|end| end.reason == "completed" || end.reason == "duration");
     Ok(TraceTrial {
         records,
+        complete: reader.run_end().is_some(),
         finished_cleanly: ended_well && !lost_any,
     })
 }
 
-/// Measures and judges one trial trace.
+/// Measures and judges one trial trace; None when the trace was never finished (its trial was
+/// killed, so it measured nothing the search could have used).
 pub fn measure_trial(
     path: &Path,
     workload: &Workload,
     trial: u32,
     judge: &Judge,
-) -> Result<TrialData, CapacityError> {
+) -> Result<Option<TrialData>, CapacityError> {
     let loaded = load_trial(path)?;
+    if !loaded.complete {
+        return Ok(None);
+    }
     let metrics = TrialMetrics::from_records(&loaded.records);
     let correctness = Correctness::of_trial(&loaded.records, workload.osl, loaded.finished_cleanly);
     let slos_hold = judge.slos_hold(path, &metrics)?;
-    Ok(TrialData::judge(trial, metrics, correctness, slos_hold))
+    Ok(Some(TrialData::judge(
+        trial,
+        metrics,
+        correctness,
+        slos_hold,
+    )))
 }
 
 /// Every recorded level of a workload in `dir`, sorted by concurrency, trials by number.
@@ -93,7 +105,11 @@ pub fn scan_levels(
         let mut trials = Vec::new();
         for k in trial_numbers {
             let path = dir.join(SearchManifest::trial_path(workload, concurrency, k));
-            trials.push(measure_trial(&path, workload, k, judge)?);
+            // A trial is a prefix of the level: an unfinished trace ends what was recorded.
+            match measure_trial(&path, workload, k, judge)? {
+                Some(data) if data.trial as usize == trials.len() + 1 => trials.push(data),
+                _ => break,
+            }
         }
         if !trials.is_empty() {
             levels.push(RecordedLevel {
@@ -143,7 +159,138 @@ pub fn reanalyze(
 
 #[cfg(test)]
 mod tests {
-    use super::numbered;
+    use super::*;
+    use crate::manifest::{experiment_from_labels, MANIFEST_KIND};
+    use crate::metrics::tests::record;
+    use crate::report::to_pretty_string;
+    use crate::workload::SearchSettings;
+    use serde_json::json;
+    use std::path::PathBuf;
+    use tokentrace_format::frame::{FORMAT_MAJOR, FORMAT_MINOR};
+    use tokentrace_format::{
+        ClockAnchor, Header, Manifest, Phase, RunEnd, TraceWriter, WriterConfig,
+    };
+
+    const WORKLOAD: Workload = Workload { isl: 128, osl: 4 };
+
+    /// Writes a trial whose measured requests all have TTFT `ttft_ms`.
+    fn write_trial(dir: &Path, concurrency: u32, trial: u32, ttft_ms: u64) -> PathBuf {
+        let path = dir.join(SearchManifest::trial_path(&WORKLOAD, concurrency, trial));
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let header = Header {
+            major: FORMAT_MAJOR,
+            minor: FORMAT_MINOR,
+            anchor: ClockAnchor::now(),
+            host: "test".into(),
+            shard: 0,
+        };
+        let writer =
+            TraceWriter::create(&path, header, &Manifest::default(), WriterConfig::default())
+                .unwrap();
+        let sender = writer.sender();
+        for id in 1..=4 {
+            let arrivals = [ttft_ms, ttft_ms + 10, ttft_ms + 20, ttft_ms + 30];
+            sender
+                .send(record(id, Phase::Measured, 100 * id, &arrivals, 4))
+                .unwrap();
+        }
+        drop(sender);
+        let end = RunEnd {
+            reason: "completed".into(),
+            ..RunEnd::default()
+        };
+        writer.finish(end).unwrap();
+        path
+    }
+
+    fn save_manifest(dir: &Path) {
+        SearchManifest {
+            kind: MANIFEST_KIND.into(),
+            schema_version: 1,
+            tool_version: "0.1.0".into(),
+            argv: vec![],
+            base_url: "http://127.0.0.1:1/v1".into(),
+            model: "m".into(),
+            workloads: vec![WORKLOAD],
+            slos: vec!["ttft:p95<250ms".into()],
+            protocol: "aiperf".into(),
+            temperature: 0.0,
+            settings: SearchSettings {
+                max_concurrency: 8,
+                trials_per_level: 2,
+                ..SearchSettings::default()
+            },
+            cache_policy: "not flushed".into(),
+            experiment: experiment_from_labels(&[]),
+            trials: vec![],
+        }
+        .save(dir)
+        .unwrap();
+    }
+
+    fn bracket(report: &Value) -> (Value, Value) {
+        let w = &report["workloads"][0];
+        (
+            w["maximum_passing_concurrency"].clone(),
+            w["first_failing_concurrency"].clone(),
+        )
+    }
+
+    #[test]
+    fn rebuilds_the_bracket_from_traces_and_ignores_unfinished_ones() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        save_manifest(dir);
+        // TTFT 100 ms at c1 and c2, 200 ms at c3, 300 ms at c4 (fails < 250 ms).
+        for (c, ttft) in [(1, 100), (2, 100), (3, 200)] {
+            write_trial(dir, c, 1, ttft);
+            write_trial(dir, c, 2, ttft);
+        }
+        write_trial(dir, 4, 1, 300);
+        let report = reanalyze(dir, None, None).unwrap();
+        assert_eq!(bracket(&report), (json!(3), json!(4)));
+        assert_eq!(
+            report["workloads"][0]["passing_trials"][1]["trial"],
+            json!(2)
+        );
+        // Byte-stable: the same directory gives the same text.
+        let again = reanalyze(dir, None, None).unwrap();
+        assert_eq!(to_pretty_string(&report), to_pretty_string(&again));
+
+        // A looser SLO passes c4's one trial, but c4 needs two: undetermined.
+        let loose: Vec<Slo> = vec!["ttft:p95<400ms".parse().unwrap()];
+        let report = reanalyze(dir, None, Some(&loose)).unwrap();
+        assert_eq!(bracket(&report), (json!(3), Value::Null));
+        let why = report["workloads"][0]["unresolved"].as_str().unwrap();
+        assert!(why.contains("levels 4 lack trials"), "{why}");
+
+        // c3's second trial killed mid-write (truncated, no run end): c3 is no longer settled.
+        let c3t2 = dir.join(SearchManifest::trial_path(&WORKLOAD, 3, 2));
+        let bytes = std::fs::read(&c3t2).unwrap();
+        std::fs::write(&c3t2, &bytes[..bytes.len() / 2]).unwrap();
+        let report = reanalyze(dir, None, None).unwrap();
+        assert_eq!(bracket(&report), (json!(2), json!(4)));
+        assert!(report["workloads"][0]["unresolved"].is_string());
+
+        // Another protocol judges through the analyzer.
+        let v3 = reanalyze(dir, Some("capacity-v3"), None).unwrap();
+        assert_eq!(bracket(&v3), (json!(2), json!(4)));
+        assert!(reanalyze(dir, Some("nope"), None).is_err());
+    }
+
+    #[test]
+    fn a_directory_without_a_manifest_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            reanalyze(tmp.path(), None, None),
+            Err(CapacityError::Io { .. })
+        ));
+        std::fs::write(tmp.path().join("capacity.json"), "{\"kind\": 1}").unwrap();
+        assert!(matches!(
+            reanalyze(tmp.path(), None, None),
+            Err(CapacityError::Directory { .. })
+        ));
+    }
 
     #[test]
     fn parses_level_and_trial_names() {

@@ -136,11 +136,12 @@ pub struct Slo {
 impl Slo {
     /// The statistic's value in a trial, None when the trial has no successful request.
     pub fn observe(&self, metrics: &TrialMetrics) -> Option<f64> {
-        let values = metrics.values_of(self.metric);
-        match self.statistic {
+        let (values, scale) = metrics.values_of(self.metric);
+        let statistic = match self.statistic {
             SloStatistic::Percentile(p) => crate::stats::percentile_linear(values, p),
             SloStatistic::Mean => crate::stats::mean(values),
-        }
+        };
+        statistic.map(|v| v * scale)
     }
 
     /// Whether the trial meets the objective. A trial with nothing to measure fails.

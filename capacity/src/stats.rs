@@ -36,8 +36,8 @@ fn lerp(a: f64, b: f64, t: f64) -> f64 {
     }
 }
 
-/// Arithmetic mean (numpy's pairwise summation is not needed at these sizes: sums are exact
-/// enough for reports, and the SLO uses percentiles); None when empty.
+/// Arithmetic mean as AIPerf takes it: a running sum in record order divided by the count;
+/// None when empty.
 pub fn mean(values: &[f64]) -> Option<f64> {
     if values.is_empty() {
         return None;

@@ -10,6 +10,7 @@ pub mod error;
 pub mod frame;
 pub mod integrity;
 pub mod reader;
+pub mod redact;
 pub mod synthetic;
 pub mod types;
 pub mod writer;

@@ -45,11 +45,12 @@ pub struct LagProbe {
 const LATE_NS: u64 = 1_000_000;
 
 impl LagProbe {
-    /// Spawn the ticker on the current runtime; it runs until the runtime shuts down.
-    pub fn spawn(period: Duration) -> Arc<LagProbe> {
+    /// Spawn the ticker on the current runtime; it runs until the handle is aborted (or the
+    /// runtime shuts down).
+    pub fn spawn(period: Duration) -> (Arc<LagProbe>, tokio::task::JoinHandle<()>) {
         let probe = Arc::new(LagProbe::default());
         let ticker = probe.clone();
-        tokio::spawn(async move {
+        let handle = tokio::spawn(async move {
             let mut target = tokio::time::Instant::now() + period;
             loop {
                 tokio::time::sleep_until(target).await;
@@ -67,7 +68,7 @@ impl LagProbe {
                 }
             }
         });
-        probe
+        (probe, handle)
     }
 
     /// Largest oversleep seen, ns.
@@ -105,12 +106,13 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn ticker_sees_a_blocked_runtime() {
-        let probe = LagProbe::spawn(Duration::from_millis(2));
+        let (probe, ticker) = LagProbe::spawn(Duration::from_millis(2));
         tokio::time::sleep(Duration::from_millis(5)).await;
         // Block the only worker so the ticker wakes late.
         std::thread::sleep(Duration::from_millis(30));
         tokio::time::sleep(Duration::from_millis(5)).await;
         assert!(probe.ticks() > 0);
         assert!(probe.max_lag_ns() >= 20_000_000, "{}", probe.max_lag_ns());
+        ticker.abort();
     }
 }

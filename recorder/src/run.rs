@@ -119,7 +119,7 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
     let writer = TraceWriter::create(&config.output, header, &manifest, WriterConfig::default())?;
 
     let stats = Arc::new(LiveStats::default());
-    let lag = LagProbe::spawn(Duration::from_millis(10));
+    let (lag, lag_ticker) = LagProbe::spawn(Duration::from_millis(10));
     let usage_before = process_usage();
     let start_ns = ctx.now_ns();
     let shared = Arc::new(LoadShared {
@@ -175,6 +175,7 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
     let _ = progress_stop.send(());
     let _ = progress.await;
 
+    lag_ticker.abort();
     let usage_after = process_usage();
     let end_ns = shared.ctx.now_ns();
     let reason = if interrupted {

@@ -8,4 +8,5 @@ pub mod import;
 pub mod inspect;
 pub mod protocols;
 pub mod record;
+pub mod redact;
 pub mod sim;
