@@ -3,6 +3,7 @@
 //! reports its time and peak resident memory (VmHWM, Linux).
 //!
 //! `cargo bench --bench analyzer -- [--requests N] [--chunks C] [--runs R] [--protocol P]`
+//! (`--protocol decode-only` times the format's block decoding alone, for comparison.)
 //! The trace is cached in the target directory and reused while N and C stay the same.
 
 use std::path::{Path, PathBuf};
@@ -160,6 +161,18 @@ fn peak_rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// Decoding alone (the format's share of the work): every block decoded, nothing analyzed.
+fn decode_only(trace: &Path) {
+    let started = Instant::now();
+    let reader = tokentrace_format::TraceReader::open(trace).expect("open");
+    let mut chunks = 0u64;
+    for i in 0..reader.block_count() {
+        chunks += reader.decode_block(i).expect("decode").chunks.len() as u64;
+    }
+    let total = started.elapsed().as_secs_f64();
+    println!("{} {} {} {} {}", total, total, chunks, 0, peak_rss_kib());
+}
+
 /// The measured part: load the facts and summarize under the protocol (what `analyze`
 /// prints as its table).
 fn child(trace: &Path, protocol: &str) {
@@ -193,7 +206,11 @@ fn main() {
         .join("bench-data");
     let trace = dir.join(format!("analyzer-{}x{}.tt", s.requests, s.chunks));
     if let Ok(path) = std::env::var("TOKENTRACE_BENCH_CHILD") {
-        child(Path::new(&path), &s.protocol);
+        if s.protocol == "decode-only" {
+            decode_only(Path::new(&path));
+        } else {
+            child(Path::new(&path), &s.protocol);
+        }
         return;
     }
     std::fs::create_dir_all(&dir).expect("bench dir");

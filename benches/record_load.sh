@@ -6,7 +6,7 @@
 # Usage: benches/record_load.sh [CONCURRENCY...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --quiet --bin tokentrace
+[ -n "${SKIP_BUILD:-}" ] || cargo build --release --quiet --bin tokentrace
 BIN=target/release/tokentrace
 PORT=${PORT:-18733}
 OUT=$(mktemp -d)

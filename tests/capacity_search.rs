@@ -217,6 +217,14 @@ fn finds_the_predicted_knee_and_reanalysis_reproduces_it() {
     // Offline: the same bytes; a looser SLO (above any queued TTFT at <= 2 * slots clients)
     // passes every level up to the maximum; an impossible one fails the minimum.
     assert_eq!(reanalyze(&dir, &[], &[]), written);
+    let via_analyze = Command::cargo_bin("tokentrace")
+        .unwrap()
+        .args(["analyze", "--capacity"])
+        .arg(&dir)
+        .timeout(Duration::from_secs(60))
+        .assert()
+        .success();
+    assert_eq!(via_analyze.get_output().stdout, written);
     let loose_ms = (p.queued_max_ms * 3.0).round();
     let loose: Value =
         serde_json::from_slice(&reanalyze(&dir, &[&format!("ttft:p95<{loose_ms}ms")], &[]))

@@ -1,6 +1,7 @@
 //! Capacity search under latency SLOs: for each workload, the highest concurrency at which
 //! every trial meets every SLO, found by doubling and then bisecting. Every trial is recorded
-//! as its own trace, so the whole report can be rebuilt offline under another SLO.
+//! as its own trace, so the whole report can be rebuilt offline under another SLO or under
+//! another protocol's definitions.
 
 pub mod correctness;
 pub mod error;
@@ -23,3 +24,15 @@ pub use reanalyze::reanalyze;
 pub use search::{run_search, Bracket, SearchOutcome, TrialRun, TrialRunner, TrialSpec};
 pub use slo::Slo;
 pub use workload::{SearchSettings, Workload};
+
+/// A fixture file: the workspace's `tests/fixtures` copy when present, else the shared one.
+#[cfg(test)]
+pub(crate) fn fixture_path(name: &str) -> std::path::PathBuf {
+    let crate_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let local = crate_dir.join("../tests/fixtures").join(name);
+    if local.exists() {
+        local
+    } else {
+        crate_dir.join("../../shared/fixtures").join(name)
+    }
+}

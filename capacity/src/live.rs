@@ -31,7 +31,7 @@ pub struct CapacityConfig {
     pub slos: Vec<Slo>,
     /// Bounds, trials, requests, budget.
     pub settings: SearchSettings,
-    /// Protocol of the metric definitions (`aiperf`).
+    /// Protocol the SLOs are judged under: `aiperf`, or any protocol the analyzer knows.
     pub protocol: String,
     /// Sampling temperature sent with every request.
     pub temperature: f64,

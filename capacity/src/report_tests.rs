@@ -34,8 +34,7 @@ pub(crate) fn key_paths(value: &Value) -> BTreeSet<String> {
 }
 
 fn fixture() -> Value {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/fixtures/capacity-slo-report.json");
+    let path = crate::fixture_path("capacity-slo-report.json");
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 

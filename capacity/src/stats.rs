@@ -76,8 +76,7 @@ mod tests {
     }
 
     fn fixture_ttfts() -> Vec<f64> {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../shared/fixtures/aiperf-0.13-chat/profile_export.jsonl");
+        let path = crate::fixture_path("aiperf-0.13-chat/profile_export.jsonl");
         let text = std::fs::read_to_string(path).unwrap();
         text.lines()
             .map(|line| {

@@ -11,6 +11,8 @@ use std::time::Duration;
 pub struct ProcessUsage {
     /// User + system CPU time in ns.
     pub cpu_ns: u64,
+    /// User CPU time in ns (the client's own code; the rest is the kernel's network stack).
+    pub user_ns: u64,
     /// Peak resident set size in bytes.
     pub max_rss_bytes: u64,
 }
@@ -29,6 +31,7 @@ pub fn process_usage() -> ProcessUsage {
     let rss_unit = if cfg!(target_os = "macos") { 1 } else { 1024 };
     ProcessUsage {
         cpu_ns: tv(usage.ru_utime) + tv(usage.ru_stime),
+        user_ns: tv(usage.ru_utime),
         max_rss_bytes: usage.ru_maxrss as u64 * rss_unit,
     }
 }

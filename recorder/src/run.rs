@@ -46,11 +46,18 @@ pub struct RunSummary {
 
 /// Run a recording on a runtime of its own (for callers outside any async context).
 pub fn run(config: RecordConfig) -> Result<RunSummary, RecordError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(config.threads.max(1))
-        .thread_name("tokentrace-record")
-        .enable_all()
-        .build()?;
+    // One thread: a current-thread runtime skips the work-stealing machinery entirely.
+    let runtime = if config.threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(config.threads)
+            .thread_name("tokentrace-record")
+            .enable_all()
+            .build()?
+    };
     runtime.block_on(run_async(config))
 }
 
@@ -192,6 +199,9 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
     let cpu_ns = usage_after.cpu_ns.saturating_sub(usage_before.cpu_ns);
     let mut health = BTreeMap::new();
     health.insert("cpu_ns".into(), json!(cpu_ns));
+    let user_ns = usage_after.user_ns.saturating_sub(usage_before.user_ns);
+    health.insert("cpu_user_ns".into(), json!(user_ns));
+    health.insert("cpu_system_ns".into(), json!(cpu_ns.saturating_sub(user_ns)));
     health.insert("cpu_ns_per_chunk".into(), json!(cpu_ns.checked_div(chunks)));
     health.insert("max_rss_bytes".into(), json!(usage_after.max_rss_bytes));
     health.insert(

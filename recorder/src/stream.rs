@@ -109,7 +109,33 @@ pub async fn execute(
         state.fail(Outcome::Cancelled, "run interrupted".to_string());
         state.record.end_ns = ctx.now_ns();
     }
-    state.into_record()
+    let mut record = state.into_record();
+    scrub_secrets(&ctx.headers, &mut record);
+    record
+}
+
+/// Removes every sensitive request header value (the API key, secret custom headers) from the
+/// texts a server fills: error messages and kept response headers. Some gateways quote the
+/// credentials they reject in their error body. Runs once per request, never per chunk.
+fn scrub_secrets(headers: &HeaderMap, record: &mut RequestRecord) {
+    for value in headers.values().filter(|v| v.is_sensitive()) {
+        let Ok(value) = value.to_str() else {
+            continue;
+        };
+        let secret = value.strip_prefix("Bearer ").unwrap_or(value).trim();
+        if secret.len() < 4 {
+            continue;
+        }
+        let texts = record
+            .error
+            .iter_mut()
+            .chain(record.response_headers.iter_mut().map(|(_, v)| v));
+        for text in texts {
+            if text.contains(secret) {
+                *text = text.replace(secret, "<redacted>");
+            }
+        }
+    }
 }
 
 /// Everything a request accumulates while it streams.

@@ -16,10 +16,11 @@ use rand::rngs::StdRng;
 use rand::Rng;
 use tokio::sync::{mpsc as tmpsc, oneshot};
 
-use crate::chunk::{done_event, push_tokens, Channel, ChunkTemplate, UsageCounts, WholeResponse};
+use crate::chunk::ChunkTemplate;
 use crate::config::SimConfig;
 use crate::fault::FaultPlan;
 use crate::request::Api;
+use crate::sequence::{advance, Outcome, Running};
 
 /// What a streaming response body receives from the engine.
 pub(crate) enum Frame {
@@ -84,6 +85,15 @@ impl EngineParams {
         }
     }
 
+    /// Tokens one decode step yields: drafts are accepted in order until the first rejection.
+    pub(crate) fn draw_step_tokens(&self, rng: &mut impl Rng) -> u32 {
+        let mut n = 1;
+        while n <= self.spec_draft_tokens && rng.gen::<f64>() < self.spec_accept {
+            n += 1;
+        }
+        n
+    }
+
     fn step_time(&self, active: usize) -> Duration {
         Duration::from_nanos((self.step_base_ns + self.step_per_seq_ns * active as f64) as u64)
     }
@@ -120,17 +130,6 @@ pub(crate) fn spawn_engine(params: EngineParams) -> io::Result<(Sender<Job>, Joi
     Ok((tx, thread))
 }
 
-struct Running {
-    job: Job,
-    ready_at: Instant,
-    emitted: u32,
-    token_events: u32,
-    started: bool,
-    faulted: bool,
-    reasoning_text: Vec<u8>,
-    content_text: Vec<u8>,
-}
-
 struct Scheduler {
     params: EngineParams,
     waiting: VecDeque<Job>,
@@ -138,11 +137,6 @@ struct Scheduler {
     prefill_free_at: Instant,
     busy_until: Instant,
     scratch: Vec<u8>,
-}
-
-enum Outcome {
-    Continue,
-    Done,
 }
 
 impl Scheduler {
@@ -240,152 +234,6 @@ impl Scheduler {
         } else {
             end
         };
-    }
-}
-
-/// Emits one decode step of a sequence.
-fn advance(params: &EngineParams, seq: &mut Running, scratch: &mut Vec<u8>) -> Outcome {
-    let job = &mut seq.job;
-    let streaming = matches!(job.sink, Sink::Stream(_));
-    if let Sink::Whole(tx) = &job.sink {
-        if tx.is_closed() {
-            return Outcome::Done;
-        }
-    }
-    if !seq.started {
-        seq.started = true;
-        if streaming && job.api == Api::Chat {
-            let usage = job.continuous_usage.then(|| usage_at(job, 0));
-            if !send(job, Frame::Event(job.template.role(usage))) {
-                return Outcome::Done;
-            }
-        }
-    }
-    let mut n = 1;
-    while n <= params.spec_draft_tokens && job.rng.gen::<f64>() < params.spec_accept {
-        n += 1;
-    }
-    let (channel, n) = if seq.emitted < job.reasoning_target {
-        (
-            Channel::Reasoning,
-            n.min(job.reasoning_target - seq.emitted),
-        )
-    } else {
-        (Channel::Content, n.min(job.completion_target - seq.emitted))
-    };
-    scratch.clear();
-    push_tokens(&mut job.rng, n, scratch);
-    seq.emitted += n;
-    seq.token_events += 1;
-    let finished = seq.emitted >= job.completion_target;
-    if !streaming {
-        let text = match channel {
-            Channel::Reasoning => &mut seq.reasoning_text,
-            Channel::Content => &mut seq.content_text,
-        };
-        text.extend_from_slice(scratch);
-        if finished {
-            finish_whole(seq);
-            return Outcome::Done;
-        }
-        return Outcome::Continue;
-    }
-    let usage = job.continuous_usage.then(|| usage_at(job, seq.emitted));
-    let reason = finished.then_some(job.finish_reason);
-    if !send(
-        job,
-        Frame::Event(job.template.delta(channel, scratch, reason, usage)),
-    ) {
-        return Outcome::Done;
-    }
-    let strike = job.faults.has_mid_stream()
-        && !seq.faulted
-        && (seq.token_events >= job.faults.after_chunks || finished);
-    if strike {
-        seq.faulted = true;
-        if inject_faults(job) {
-            return Outcome::Done;
-        }
-    }
-    if !finished {
-        return Outcome::Continue;
-    }
-    if job.include_usage && !job.faults.no_usage {
-        let event = job.template.usage(usage_at(job, seq.emitted));
-        send(job, Frame::Event(event));
-    }
-    if !job.faults.no_done {
-        send(job, Frame::Event(done_event()));
-    }
-    Outcome::Done
-}
-
-/// Sends the mid-stream faults; true when the stream ends here (reset).
-fn inject_faults(job: &Job) -> bool {
-    let faults = &job.faults;
-    if faults.malformed {
-        send(job, Frame::Event(job.template.malformed()));
-    }
-    if faults.non_utf8 {
-        send(
-            job,
-            Frame::Event(
-                job.template
-                    .delta(Channel::Content, b" \xff\xfe", None, None),
-            ),
-        );
-    }
-    if let Some(size) = faults.oversize_bytes {
-        let text = vec![b'x'; size];
-        send(
-            job,
-            Frame::Event(job.template.delta(Channel::Content, &text, None, None)),
-        );
-    }
-    if let Some(ms) = faults.stall_ms {
-        send(job, Frame::Stall(Duration::from_millis(ms)));
-    }
-    if faults.reset {
-        send(job, Frame::Reset);
-        return true;
-    }
-    false
-}
-
-fn usage_at(job: &Job, emitted: u32) -> UsageCounts {
-    UsageCounts {
-        prompt: job.prompt_tokens,
-        completion: emitted,
-        reasoning: emitted.min(job.reasoning_target),
-        cached: job.cached_tokens,
-    }
-}
-
-/// False when the client has gone (the sequence is then aborted, freeing its slot).
-fn send(job: &Job, frame: Frame) -> bool {
-    match &job.sink {
-        Sink::Stream(tx) => tx.send(frame).is_ok(),
-        Sink::Whole(_) => true,
-    }
-}
-
-fn finish_whole(seq: &mut Running) {
-    let job = &mut seq.job;
-    let body = WholeResponse {
-        api: job.api,
-        id: &job.id,
-        created: job.created,
-        model: &job.model,
-        reasoning_key: job.reasoning_key,
-        reasoning: &String::from_utf8_lossy(&seq.reasoning_text),
-        content: &String::from_utf8_lossy(&seq.content_text),
-        finish_reason: job.finish_reason,
-        usage: usage_at(job, seq.emitted),
-    }
-    .to_bytes();
-    let placeholder = Sink::Stream(tmpsc::unbounded_channel().0);
-    if let Sink::Whole(tx) = std::mem::replace(&mut job.sink, placeholder) {
-        let _ = tx.send(body);
     }
 }
 

@@ -57,6 +57,8 @@ mod engine;
 mod fault;
 mod prefix;
 pub mod request;
+mod routes;
+mod sequence;
 mod server;
 mod truth;
 

@@ -29,8 +29,12 @@ pub enum Format {
 #[derive(clap::Args)]
 pub struct Args {
     /// Trace files (several: analyzed together, or side by side with --group-by).
-    #[arg(required = true)]
+    #[arg(required_unless_present = "capacity")]
     pub traces: Vec<PathBuf>,
+    /// A `tokentrace capacity` directory: print its report rebuilt under --protocol and --slo
+    /// (default: the search's own), as `tokentrace capacity --reanalyze DIR` does.
+    #[arg(long, value_name = "DIR", conflicts_with = "traces")]
+    pub capacity: Option<PathBuf>,
     /// Protocol name (see `tokentrace protocols`).
     #[arg(long, short = 'p')]
     pub protocol: Option<String>,
@@ -56,6 +60,9 @@ pub struct Args {
 
 /// Runs `tokentrace analyze`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(dir) = &args.capacity {
+        return super::capacity::reanalyze_command(dir, args.protocol.as_deref(), &args.slos);
+    }
     let protocol = builtin::resolve(args.protocol.as_deref(), args.protocol_file.as_deref())?;
     let group_by = GroupBy::parse(&args.group_by).map_err(anyhow::Error::msg)?;
     let options = options(&protocol, &args.slos, args.include_warmup)?;

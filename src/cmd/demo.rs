@@ -88,6 +88,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     println!();
     analyze::run(analyze::Args {
         traces: vec![args.output.clone()],
+        capacity: None,
         protocol: Some(args.protocol.clone()),
         protocol_file: None,
         format: analyze::Format::Table,

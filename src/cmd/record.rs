@@ -302,9 +302,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let number = |key: &str| health.get(key).and_then(|v| v.as_f64()).unwrap_or(0.0);
     let chunks = number("chunks").max(1.0);
     println!(
-        "client: {:.3} us CPU per chunk ({:.0} ms CPU), peak RSS {:.1} MiB (before load {:.1} MiB), \
+        "client: {:.3} us CPU per chunk ({:.3} us user), {:.0} ms CPU, peak RSS {:.1} MiB (before load {:.1} MiB), \
          max scheduling lag {:.2} ms, writer back-pressure {}",
         number("cpu_ns") / chunks / 1000.0,
+        number("cpu_user_ns") / chunks / 1000.0,
         number("cpu_ns") / 1e6,
         number("max_rss_bytes") / 1048576.0,
         number("rss_before_load_bytes") / 1048576.0,

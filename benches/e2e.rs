@@ -1,0 +1,467 @@
+//! End-to-end recorder benchmark: `tokentrace record` against the simulator (each in its own
+//! process, sharing the machine) at a ladder of concurrent streams and decode-step intervals,
+//! beside a floor client that only reads sockets and timestamps reads. Per level it reports
+//! client CPU per chunk, timestamp error against the simulator's truth log, chunks per read,
+//! scheduling lag, peak RSS per stream, trace bytes per chunk, writer back-pressure and the
+//! achieved chunk rate — each also as a ratio to the floor.
+//!
+//! Needs the release binary: `cargo build --release` first. Then
+//! `cargo bench --bench e2e -- [--levels 64,256,1024,2048] [--steps 10,2] [--request-ms 1000]
+//!  [--waves 2] [--threads 2] [--sim-threads 1] [--no-floor] [--keep] [--doc docs/PERFORMANCE.md]`
+
+#[path = "e2e/accuracy.rs"]
+mod accuracy;
+#[path = "e2e/floor.rs"]
+mod floor;
+#[path = "e2e/procs.rs"]
+mod procs;
+#[path = "e2e/report.rs"]
+mod report;
+
+use accuracy::{load_truth, Join, Percentiles};
+use procs::{run_measured, Sim};
+use std::collections::HashSet;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use tokentrace_format::TraceReader;
+use tokentrace_recorder::prompts::Prompt;
+use tokentrace_recorder::RecordConfig;
+
+/// The prompt of every request: short, so the ladder measures streaming, not uploads.
+const PROMPT: &str = "Describe how a streaming client timestamps server-sent events before \
+                      parsing them and why that matters for inter-token latency.";
+
+/// Events per chat response besides the token deltas: role, usage, `[DONE]`.
+const EXTRA_EVENTS: u64 = 3;
+
+/// One rung of the ladder.
+#[derive(Clone, Copy, Debug)]
+pub struct Level {
+    /// Concurrent streams.
+    pub streams: usize,
+    /// Simulator decode step (ms between chunks of a stream).
+    pub step_ms: f64,
+    /// Tokens per response.
+    pub max_tokens: u64,
+}
+
+impl Level {
+    /// Token events per second the ladder asks the simulator for.
+    pub fn requested_rate(&self) -> f64 {
+        self.streams as f64 * 1000.0 / self.step_ms
+    }
+}
+
+/// Figures of one client (recorder or floor) at one level.
+#[derive(Default)]
+pub struct Side {
+    /// Events received.
+    pub chunks: u64,
+    /// Reads that completed at least one event.
+    pub event_reads: u64,
+    /// Client CPU ns (recorder: whole process by wait4; floor: its load phase).
+    pub cpu_ns: u64,
+    /// Peak RSS bytes.
+    pub max_rss_bytes: u64,
+    /// Peak RSS before the load started.
+    pub rss_before_bytes: u64,
+    /// First to last event arrival.
+    pub span_ns: u64,
+    /// Trace file size (recorder only).
+    pub trace_bytes: Option<u64>,
+    /// Largest tokio scheduling lag (recorder only).
+    pub sched_lag_ns: Option<u64>,
+    /// Writer back-pressure events (recorder only).
+    pub backpressure: Option<u64>,
+    /// Timestamp error distribution.
+    pub error: Option<Percentiles>,
+    /// Events joined with the truth log.
+    pub joined: u64,
+    /// Events without a truth entry.
+    pub unmatched: u64,
+    /// Responses whose event count differs from the truth log's.
+    pub count_mismatches: u64,
+}
+
+impl Side {
+    /// CPU ns per chunk.
+    pub fn cpu_ns_per_chunk(&self) -> f64 {
+        self.cpu_ns as f64 / self.chunks.max(1) as f64
+    }
+
+    /// Events per second between the first and last arrival.
+    pub fn achieved_rate(&self) -> f64 {
+        self.chunks as f64 / (self.span_ns.max(1) as f64 / 1e9)
+    }
+
+    /// (peak RSS − RSS before the load) per stream, KiB.
+    pub fn rss_kib_per_stream(&self, streams: usize) -> f64 {
+        self.max_rss_bytes.saturating_sub(self.rss_before_bytes) as f64 / 1024.0 / streams as f64
+    }
+
+    /// Events per read that completed one.
+    pub fn chunks_per_read(&self) -> f64 {
+        self.chunks as f64 / self.event_reads.max(1) as f64
+    }
+
+    fn take_join(&mut self, mut join: Join) {
+        self.error = join.percentiles();
+        self.joined = join.errors_ns.len() as u64;
+        self.unmatched = join.unmatched;
+        self.count_mismatches = join.count_mismatches;
+    }
+}
+
+/// Both clients at one level.
+pub struct LevelResult {
+    /// The level.
+    pub level: Level,
+    /// `tokentrace record`.
+    pub recorder: Side,
+    /// The raw socket reader, unless `--no-floor`.
+    pub floor: Option<Side>,
+}
+
+/// User + system CPU ns of a rusage.
+pub fn cpu_ns(usage: &libc::rusage) -> u64 {
+    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+struct Settings {
+    levels: Vec<usize>,
+    steps: Vec<f64>,
+    request_ms: f64,
+    waves: u64,
+    threads: usize,
+    sim_threads: usize,
+    floor: bool,
+    keep: bool,
+    doc: Option<PathBuf>,
+    bin: PathBuf,
+    argv: Vec<String>,
+}
+
+fn settings(args: &[String]) -> Result<Settings, String> {
+    let mut s = Settings {
+        levels: vec![64, 256, 1024, 2048],
+        steps: vec![10.0, 2.0],
+        request_ms: 1000.0,
+        waves: 2,
+        threads: 2,
+        sim_threads: 1,
+        floor: true,
+        keep: false,
+        doc: None,
+        bin: PathBuf::from("target/release/tokentrace"),
+        argv: Vec::new(),
+    };
+    let mut i = 0;
+    while i < args.len() {
+        let value = || {
+            args.get(i + 1)
+                .cloned()
+                .ok_or(format!("{} needs a value", args[i]))
+        };
+        let list = |v: String| -> Result<Vec<f64>, String> {
+            v.split(',')
+                .map(|x| x.trim().parse::<f64>().map_err(|e| format!("{x}: {e}")))
+                .collect()
+        };
+        let bad = |e: std::num::ParseIntError| e.to_string();
+        let flag = args[i].as_str();
+        let mut step = 2;
+        match flag {
+            "--levels" => s.levels = list(value()?)?.iter().map(|&x| x as usize).collect(),
+            "--steps" => s.steps = list(value()?)?,
+            "--request-ms" => s.request_ms = value()?.parse().map_err(|e| format!("{e}"))?,
+            "--waves" => s.waves = value()?.parse().map_err(bad)?,
+            "--threads" => s.threads = value()?.parse().map_err(bad)?,
+            "--sim-threads" => s.sim_threads = value()?.parse().map_err(bad)?,
+            "--bin" => s.bin = PathBuf::from(value()?),
+            "--doc" => s.doc = Some(PathBuf::from(value()?)),
+            "--no-floor" => (s.floor, step) = (false, 1),
+            "--keep" => (s.keep, step) = (true, 1),
+            // cargo passes --bench to harness-less benches.
+            _ => step = 1,
+        }
+        if flag != "--bench" {
+            s.argv.extend(args[i..i + step].iter().cloned());
+        }
+        i += step;
+    }
+    Ok(s)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(at) = args.iter().position(|a| a == "--floor-child") {
+        let result = floor::parse_args(&args[at + 1..])
+            .map_err(io::Error::other)
+            .and_then(floor::child_main);
+        if let Err(err) = result {
+            eprintln!("floor: {err}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    if !args.iter().any(|a| a == "--bench") {
+        // `cargo test --benches`: check the join logic only, never run the load.
+        let dir = std::env::temp_dir().join(format!("e2e-check-{}", std::process::id()));
+        let checked = std::fs::create_dir_all(&dir).and_then(|()| accuracy::self_check(&dir));
+        let _ = std::fs::remove_dir_all(&dir);
+        if let Err(err) = checked {
+            eprintln!("e2e self-check failed: {err}");
+            std::process::exit(1);
+        }
+        println!("e2e: join self-check passed (run with `cargo bench --bench e2e` to measure)");
+        return;
+    }
+    if let Err(err) = bench(&args) {
+        eprintln!("e2e: {err}");
+        std::process::exit(1);
+    }
+}
+
+fn bench(args: &[String]) -> io::Result<()> {
+    let s = settings(args).map_err(io::Error::other)?;
+    if !s.bin.exists() {
+        return Err(io::Error::other(format!(
+            "{} not found: run `cargo build --release` first (or pass --bin)",
+            s.bin.display()
+        )));
+    }
+    let root = PathBuf::from("target/e2e");
+    std::fs::create_dir_all(&root)?;
+    let prompts = root.join("prompts.jsonl");
+    std::fs::write(&prompts, format!("{{\"prompt\": {PROMPT:?}}}\n"))?;
+    let mut results = Vec::new();
+    for &step_ms in &s.steps {
+        for &streams in &s.levels {
+            let max_tokens = ((s.request_ms / step_ms).round() as u64).max(16);
+            let level = Level {
+                streams,
+                step_ms,
+                max_tokens,
+            };
+            eprintln!("e2e: {} ...", report::label(&level));
+            let dir = root.join(format!("c{streams}-s{step_ms}"));
+            std::fs::create_dir_all(&dir)?;
+            let recorder = run_recorder(&s, level, &dir, &prompts)?;
+            let floor = if s.floor {
+                Some(run_floor(&s, level, &dir)?)
+            } else {
+                None
+            };
+            let result = LevelResult {
+                level,
+                recorder,
+                floor,
+            };
+            eprintln!("{}", summary_line(&result));
+            results.push(result);
+            if !s.keep {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+        }
+    }
+    let command = format!("cargo bench --bench e2e -- {}", s.argv.join(" "));
+    let notes = format!(
+        "Closed loop, chat API, one event per token, {} waves of responses of {} ms each \
+         ({} tokens at 10 ms steps); recorder and floor each use {} runtime worker threads, \
+         the simulator {} (plus its engine and truth-log threads).",
+        s.waves,
+        s.request_ms,
+        (s.request_ms / 10.0).round(),
+        s.threads,
+        s.sim_threads
+    );
+    let markdown = report::markdown(&results, command.trim_end(), &notes);
+    println!("\n{markdown}");
+    std::fs::write(root.join("report.md"), &markdown)?;
+    if let Some(doc) = &s.doc {
+        report::splice(doc, &markdown)?;
+        eprintln!("e2e: wrote {}", doc.display());
+    }
+    Ok(())
+}
+
+fn summary_line(r: &LevelResult) -> String {
+    let side = |name: &str, s: &Side| {
+        format!(
+            "  {name}: {} chunks, {:.2} µs/chunk, p99 {} µs, {:.1} KiB/stream, {} unmatched, \
+             {} count mismatches",
+            s.chunks,
+            s.cpu_ns_per_chunk() / 1000.0,
+            s.error.map_or(-1, |p| p.p99 / 1000),
+            s.rss_kib_per_stream(r.level.streams),
+            s.unmatched,
+            s.count_mismatches
+        )
+    };
+    let mut line = side("recorder", &r.recorder);
+    if let Some(f) = &r.floor {
+        line.push('\n');
+        line.push_str(&side("floor", f));
+    }
+    line
+}
+
+fn sim_args(s: &Settings, level: Level, truth: &Path) -> Vec<String> {
+    [
+        "--slots",
+        &(level.streams + 16).to_string(),
+        "--step-base-ms",
+        &level.step_ms.to_string(),
+        "--step-per-seq-ms",
+        "0",
+        "--prefill-tok-s",
+        "1000000000",
+        "--prefill-base-ms",
+        "0",
+        "--threads",
+        &s.sim_threads.to_string(),
+        "--truth-log",
+        &truth.display().to_string(),
+    ]
+    .iter()
+    .map(|x| x.to_string())
+    .collect()
+}
+
+fn requests(s: &Settings, level: Level) -> u64 {
+    level.streams as u64 * s.waves
+}
+
+fn run_recorder(s: &Settings, level: Level, dir: &Path, prompts: &Path) -> io::Result<Side> {
+    let truth_path = dir.join("truth-recorder.jsonl");
+    let sim = Sim::start(
+        &s.bin,
+        &sim_args(s, level, &truth_path),
+        &dir.join("sim-recorder.log"),
+    )?;
+    let trace = dir.join("trace.tt");
+    let mut command = Command::new(&s.bin);
+    command
+        .arg("record")
+        .args(["--url", &format!("http://{}/v1", sim.addr), "--model", "sim"])
+        .args(["--progress", "off", "--ignore-eos"])
+        .args(["--concurrency", &level.streams.to_string()])
+        .args(["--requests", &requests(s, level).to_string()])
+        .args(["--max-tokens", &level.max_tokens.to_string()])
+        .args(["--threads", &s.threads.to_string()])
+        .arg("--prompts")
+        .arg(prompts)
+        .arg("-o")
+        .arg(&trace)
+        .stdout(Stdio::from(std::fs::File::create(dir.join("record.out"))?))
+        .stderr(Stdio::from(std::fs::File::create(dir.join("record.err"))?));
+    let reaped = run_measured(command)?;
+    sim.stop()?;
+    if reaped.status != 0 {
+        let err = std::fs::read_to_string(dir.join("record.err")).unwrap_or_default();
+        return Err(io::Error::other(format!("record failed: {err}")));
+    }
+    let truth = load_truth(&truth_path)?;
+    let reader = TraceReader::open(&trace).map_err(io::Error::other)?;
+    let anchor = reader.header().anchor.mono_ns;
+    let health = reader
+        .run_end()
+        .map(|e| e.client_health.clone())
+        .unwrap_or_default();
+    let health_u64 = |k: &str| health.get(k).and_then(|v| v.as_u64());
+    let mut side = Side {
+        cpu_ns: reaped.cpu_ns,
+        max_rss_bytes: reaped.max_rss_bytes,
+        rss_before_bytes: health_u64("rss_before_load_bytes").unwrap_or(0),
+        trace_bytes: Some(std::fs::metadata(&trace)?.len()),
+        sched_lag_ns: health_u64("max_sched_lag_ns"),
+        backpressure: health_u64("backpressure_events"),
+        ..Side::default()
+    };
+    let (mut first, mut last) = (u64::MAX, 0);
+    let mut join = Join::default();
+    for record in reader.requests() {
+        let record = record.map_err(io::Error::other)?;
+        let reads: HashSet<u32> = record.chunks.iter().map(|c| c.read_index).collect();
+        side.event_reads += reads.len() as u64;
+        side.chunks += record.chunks.len() as u64;
+        for c in &record.chunks {
+            first = first.min(c.arrival_ns);
+            last = last.max(c.arrival_ns);
+        }
+        join.add(
+            &truth,
+            record.id,
+            record.chunks.iter().map(|c| anchor + c.arrival_ns),
+        );
+    }
+    side.span_ns = last.saturating_sub(first);
+    side.take_join(join);
+    Ok(side)
+}
+
+fn run_floor(s: &Settings, level: Level, dir: &Path) -> io::Result<Side> {
+    let truth_path = dir.join("truth-floor.jsonl");
+    let sim = Sim::start(
+        &s.bin,
+        &sim_args(s, level, &truth_path),
+        &dir.join("sim-floor.log"),
+    )?;
+    // The exact body the recorder sends for the same settings.
+    let mut config = RecordConfig::new(format!("http://{}/v1", sim.addr), "sim", dir.into());
+    config.max_tokens = Some(level.max_tokens as u32);
+    config.ignore_eos = true;
+    let body = tokentrace_recorder::body::build(&config, &Prompt::Text(PROMPT.into()), None);
+    let body_file = dir.join("floor-body.json");
+    std::fs::write(&body_file, body)?;
+    let arrivals_file = dir.join("floor-arrivals.bin");
+    let summary_file = dir.join("floor.out");
+    let mut command = Command::new(std::env::current_exe()?);
+    command
+        .arg("--floor-child")
+        .args(["--addr", &sim.addr.to_string()])
+        .args(["--streams", &level.streams.to_string()])
+        .args(["--requests", &requests(s, level).to_string()])
+        .args(["--threads", &s.threads.to_string()])
+        .args(["--events", &(level.max_tokens + EXTRA_EVENTS).to_string()])
+        .arg("--body-file")
+        .arg(&body_file)
+        .arg("--out")
+        .arg(&arrivals_file)
+        .stdout(Stdio::from(std::fs::File::create(&summary_file)?))
+        .stderr(Stdio::from(std::fs::File::create(dir.join("floor.err"))?));
+    let reaped = run_measured(command)?;
+    sim.stop()?;
+    let summary = std::fs::read_to_string(&summary_file)?;
+    if reaped.status != 0 {
+        let err = std::fs::read_to_string(dir.join("floor.err")).unwrap_or_default();
+        return Err(io::Error::other(format!("floor failed: {err}")));
+    }
+    let summary: serde_json::Value = serde_json::from_str(summary.trim())
+        .map_err(|e| io::Error::other(format!("floor summary {summary:?}: {e}")))?;
+    let get = |k: &str| summary.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
+    let truth = load_truth(&truth_path)?;
+    let arrivals = floor::read_arrivals(&arrivals_file)?;
+    let mut side = Side {
+        cpu_ns: get("cpu_ns"),
+        max_rss_bytes: reaped.max_rss_bytes,
+        rss_before_bytes: get("rss_before_bytes"),
+        event_reads: get("event_reads"),
+        ..Side::default()
+    };
+    let (mut first, mut last) = (u64::MAX, 0);
+    let mut join = Join::default();
+    for a in &arrivals {
+        side.chunks += a.events.len() as u64;
+        if let (Some(&f), Some(&l)) = (a.events.first(), a.events.last()) {
+            first = first.min(f);
+            last = last.max(l);
+        }
+        join.add(&truth, a.id, a.events.iter().copied());
+    }
+    side.span_ns = last.saturating_sub(first);
+    side.take_join(join);
+    Ok(side)
+}

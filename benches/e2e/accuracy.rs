@@ -1,0 +1,128 @@
+//! Timestamp accuracy: the simulator's truth log (when it handed each SSE event to the
+//! connection) joined with a client's arrival time of the same event, on request id and event
+//! index. Both sides count every event of a response from 0 — role, token deltas, usage and
+//! `[DONE]` — so index k on one side is index k on the other.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::Path;
+
+/// Truth log: request id → write time (absolute CLOCK_MONOTONIC ns) of each event, by index.
+pub type Truth = HashMap<u64, Vec<u64>>;
+
+/// Load a truth log (`{"request_id":"7","chunk_index":3,"mono_ns":123}` per line). Lines whose
+/// request id is not a number (probes, other clients) are skipped.
+pub fn load_truth(path: &Path) -> io::Result<Truth> {
+    let text = std::fs::read(path)?;
+    let mut truth: Truth = HashMap::new();
+    for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        let (Some(id), Some(index), Some(mono)) = (
+            field(line, b"\"request_id\":\""),
+            field(line, b"\"chunk_index\":"),
+            field(line, b"\"mono_ns\":"),
+        ) else {
+            continue;
+        };
+        let slots = truth.entry(id).or_default();
+        let index = index as usize;
+        if slots.len() <= index {
+            slots.resize(index + 1, 0);
+        }
+        slots[index] = mono;
+    }
+    Ok(truth)
+}
+
+/// The decimal number right after `key` in `line`.
+fn field(line: &[u8], key: &[u8]) -> Option<u64> {
+    let at = memchr::memmem::find(line, key)? + key.len();
+    let digits = line[at..].iter().take_while(|b| b.is_ascii_digit()).count();
+    std::str::from_utf8(&line[at..at + digits]).ok()?.parse().ok()
+}
+
+/// Per-event errors (client arrival − server write, ns) and join bookkeeping.
+#[derive(Default)]
+pub struct Join {
+    /// One error per joined event.
+    pub errors_ns: Vec<i64>,
+    /// Client events without a truth entry (or a request id the truth log lacks).
+    pub unmatched: u64,
+    /// Requests whose event count differs from the truth log's.
+    pub count_mismatches: u64,
+}
+
+impl Join {
+    /// Join one response: `arrivals` are absolute CLOCK_MONOTONIC ns, one per event in order.
+    pub fn add(&mut self, truth: &Truth, id: u64, arrivals: impl ExactSizeIterator<Item = u64>) {
+        let Some(written) = truth.get(&id) else {
+            self.unmatched += arrivals.len() as u64;
+            return;
+        };
+        if written.len() != arrivals.len() {
+            self.count_mismatches += 1;
+        }
+        for (k, arrival) in arrivals.enumerate() {
+            match written.get(k) {
+                Some(&w) if w != 0 => self.errors_ns.push(arrival as i64 - w as i64),
+                _ => self.unmatched += 1,
+            }
+        }
+    }
+
+    /// p50, p99, p99.9 and max (nearest rank), in ns.
+    pub fn percentiles(&mut self) -> Option<Percentiles> {
+        if self.errors_ns.is_empty() {
+            return None;
+        }
+        self.errors_ns.sort_unstable();
+        let v = &self.errors_ns;
+        let rank = |p: f64| {
+            let k = ((p / 100.0) * v.len() as f64).ceil() as usize;
+            v[k.clamp(1, v.len()) - 1]
+        };
+        Some(Percentiles {
+            p50: rank(50.0),
+            p99: rank(99.0),
+            p999: rank(99.9),
+            max: v[v.len() - 1],
+            min: v[0],
+        })
+    }
+}
+
+/// Timestamp error distribution, ns.
+#[derive(Clone, Copy, Debug)]
+pub struct Percentiles {
+    /// Median.
+    pub p50: i64,
+    /// 99th percentile.
+    pub p99: i64,
+    /// 99.9th percentile.
+    pub p999: i64,
+    /// Largest.
+    pub max: i64,
+    /// Smallest (negative would mean the client stamped before the server wrote: a bug).
+    pub min: i64,
+}
+
+/// Check the join on a tiny hand-made case. `cargo test --benches` runs the bench binary
+/// without `--bench`; this is what it checks then (a harness-less bench has no `#[test]`).
+pub fn self_check(dir: &Path) -> io::Result<()> {
+    let path = dir.join("truth-self-check.jsonl");
+    std::fs::write(
+        &path,
+        "{\"request_id\":\"3\",\"chunk_index\":0,\"mono_ns\":100}\n\
+         {\"request_id\":\"3\",\"chunk_index\":1,\"mono_ns\":200}\n\
+         {\"request_id\":\"probe\",\"chunk_index\":0,\"mono_ns\":5}\n",
+    )?;
+    let truth = load_truth(&path)?;
+    let mut join = Join::default();
+    join.add(&truth, 3, [150u64, 260, 300].into_iter());
+    join.add(&truth, 9, [1u64].into_iter());
+    assert_eq!(join.errors_ns, vec![50, 60]);
+    assert_eq!(join.unmatched, 2);
+    assert_eq!(join.count_mismatches, 1);
+    let p = join.percentiles().ok_or_else(|| io::Error::other("no errors"))?;
+    assert_eq!((p.p50, p.p99, p.max, p.min), (50, 60, 60, 50));
+    Ok(())
+}

@@ -1,0 +1,165 @@
+//! Shared helpers of the `reliability_*` end-to-end tests: a simulator on 127.0.0.1, the real
+//! `tokentrace` binary, and traces read back through the format crate's `TraceReader`.
+#![allow(dead_code)]
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::time::{Duration, Instant};
+use tokentrace_format::{Channel, RequestRecord, TraceReader};
+use tokentrace_sim::{SimConfig, SimHandle, SimServer};
+
+/// A fast simulator: short steps, so a request streams in a few milliseconds.
+pub fn fast_sim() -> SimConfig {
+    SimConfig {
+        step_base_ms: 1.0,
+        step_per_seq_ms: 0.0,
+        prefill_base_ms: 0.5,
+        prefill_tok_s: 1_000_000.0,
+        ..SimConfig::default()
+    }
+}
+
+/// Starts a simulator in this process, on a free loopback port.
+pub fn sim(config: SimConfig) -> SimHandle {
+    SimServer::spawn_background(config).unwrap()
+}
+
+/// The `tokentrace` binary as assert_cmd builds it, with no API key in its environment.
+pub fn tokentrace() -> Command {
+    let mut cmd = Command::cargo_bin("tokentrace").unwrap();
+    cmd.env_remove("OPENAI_API_KEY")
+        .timeout(Duration::from_secs(120));
+    cmd
+}
+
+/// `tokentrace record --url URL --model sim --progress off -o OUT ARGS…`.
+pub fn record(url: &str, out: &Path, args: &[&str]) -> Command {
+    let mut cmd = tokentrace();
+    cmd.args([
+        "record",
+        "--url",
+        url,
+        "--model",
+        "sim",
+        "--progress",
+        "off",
+    ])
+    .arg("-o")
+    .arg(out)
+    .args(args);
+    cmd
+}
+
+/// The same command line as [`record`], for a child process the test signals itself.
+pub fn record_child(url: &str, out: &Path, args: &[&str]) -> std::process::Command {
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("tokentrace"));
+    cmd.args([
+        "record",
+        "--url",
+        url,
+        "--model",
+        "sim",
+        "--progress",
+        "off",
+    ])
+    .arg("-o")
+    .arg(out)
+    .args(args)
+    .env_remove("OPENAI_API_KEY");
+    cmd
+}
+
+/// Waits for a child process to end, failing the test after `limit`.
+pub fn wait_bounded(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("process {} did not end within {limit:?}", child.id());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Sends a signal (`INT`, `KILL`, …) to process `pid` with kill(1).
+pub fn signal(pid: u32, name: &str) {
+    let status = std::process::Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{name} {pid}");
+}
+
+/// Every request of a trace, sorted by id; every block must decode.
+pub fn requests(path: &Path) -> (TraceReader, Vec<RequestRecord>) {
+    let reader = TraceReader::open(path).unwrap();
+    let mut records: Vec<RequestRecord> = reader.requests().map(|r| r.unwrap()).collect();
+    records.sort_by_key(|r| r.id);
+    (reader, records)
+}
+
+/// Chunks of `record` on `channel`.
+pub fn count(record: &RequestRecord, channel: Channel) -> usize {
+    record
+        .chunks
+        .iter()
+        .filter(|c| c.channel == channel)
+        .count()
+}
+
+/// A JSONL prompt file of `n` short prompts (a prompt file skips calibration probes, so the
+/// simulator's arrival number n is request id n-1).
+pub fn prompt_file(dir: &Path, n: usize) -> PathBuf {
+    let path = dir.join("prompts.jsonl");
+    let lines: Vec<String> = (0..n)
+        .map(|i| format!("{{\"prompt\": \"prompt number {i} about rivers and trees\"}}"))
+        .collect();
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    path
+}
+
+/// `tokentrace inspect --json FILE`, parsed, with the exit status.
+pub fn inspect(path: &Path) -> (Value, i32) {
+    let out = tokentrace()
+        .arg("inspect")
+        .arg("--json")
+        .arg(path)
+        .output()
+        .unwrap();
+    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "inspect --json printed no JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (json, out.status.code().unwrap_or(-1))
+}
+
+/// `tokentrace analyze --protocol capacity-v3 --format json FILE`, parsed.
+pub fn analyze_v3(path: &Path) -> Value {
+    let out = tokentrace()
+        .args(["analyze", "--protocol", "capacity-v3", "--format", "json"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "analyze failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Resident set size of a process in bytes, from /proc (None once it has exited).
+pub fn rss_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}

@@ -1,0 +1,221 @@
+//! Crash safety of `tokentrace record`: SIGKILL leaves every complete block readable, SIGINT
+//! finishes the trace with in-flight requests cancelled, and a full disk is a clear error that
+//! leaves a readable partial trace.
+
+mod reliability_common;
+
+use reliability_common::*;
+use std::collections::BTreeSet;
+use std::process::Stdio;
+use std::time::Duration;
+use tokentrace_format::{Channel, Integrity, Outcome, RequestRecord, TraceReader};
+use tokentrace_sim::SimConfig;
+
+/// 20 ms decode steps: a 20-token request streams for about 0.4 s, so a run of a few seconds
+/// spans several one-second blocks (the writer's default block age).
+fn slow_sim() -> SimConfig {
+    SimConfig {
+        step_base_ms: 20.0,
+        ..fast_sim()
+    }
+}
+
+fn assert_complete(r: &RequestRecord) {
+    assert_eq!(r.outcome, Outcome::Ok, "request {}: {:?}", r.id, r.error);
+    assert_eq!(count(r, Channel::Done), 1);
+    assert!(r.end_ns >= r.send_ns && r.send_ns >= r.intended_ns.min(r.send_ns));
+}
+
+#[test]
+fn sigkill_leaves_every_complete_block_readable() {
+    let server = sim(slow_sim());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("killed.tt");
+    let prompts = prompt_file(dir.path(), 8);
+    let args = [
+        "--requests",
+        "100000",
+        "--concurrency",
+        "8",
+        "--max-tokens",
+        "20",
+        "--ignore-eos",
+        "--prompts",
+        prompts.to_str().unwrap(),
+    ];
+    let mut child = record_child(&server.base_url(), &out, &args)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(4_500));
+    signal(child.id(), "KILL");
+    let status = wait_bounded(&mut child, Duration::from_secs(10));
+    assert!(!status.success());
+
+    let (json, code) = inspect(&out);
+    assert_eq!(code, 0, "{json}");
+    assert_eq!(json["integrity"], "recovered", "{json}");
+    assert!(json["run_end"].is_null());
+    assert!(json["blocks"].as_u64().unwrap() >= 2, "{json}");
+    for skipped in json["skipped"].as_array().unwrap() {
+        assert_eq!(
+            skipped["corrupt"], false,
+            "only the torn tail is skipped: {skipped}"
+        );
+    }
+
+    let reader = TraceReader::open(&out).unwrap();
+    assert!(reader.run_end().is_none());
+    assert!(matches!(reader.integrity(), Integrity::Recovered { .. }));
+    let mut ids = BTreeSet::new();
+    for r in reader.requests() {
+        let r = r.unwrap();
+        assert_complete(&r);
+        assert!(ids.insert(r.id), "request {} twice", r.id);
+    }
+    assert_eq!(ids.len() as u64, json["requests"].as_u64().unwrap());
+    assert!(
+        ids.len() >= 8,
+        "{} requests in the complete blocks",
+        ids.len()
+    );
+}
+
+#[test]
+fn sigint_finishes_the_trace_with_in_flight_requests_cancelled() {
+    // 50 tokens at 20 ms: a second per request; four in flight at the signal.
+    let server = sim(slow_sim());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("interrupted.tt");
+    let prompts = prompt_file(dir.path(), 8);
+    let args = [
+        "--requests",
+        "100000",
+        "--concurrency",
+        "4",
+        "--max-tokens",
+        "50",
+        "--ignore-eos",
+        "--grace",
+        "0.1",
+        "--prompts",
+        prompts.to_str().unwrap(),
+    ];
+    let mut child = record_child(&server.base_url(), &out, &args)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2_500));
+    signal(child.id(), "INT");
+    let status = wait_bounded(&mut child, Duration::from_secs(30));
+    assert!(status.success(), "{status}");
+
+    let (json, code) = inspect(&out);
+    assert_eq!(
+        (json["integrity"].as_str(), code),
+        (Some("ok"), 0),
+        "{json}"
+    );
+    let (reader, records) = requests(&out);
+    assert_eq!(reader.run_end().unwrap().reason, "interrupted");
+    let ids: Vec<u64> = records.iter().map(|r| r.id).collect();
+    assert_eq!(
+        ids,
+        (0..records.len() as u64).collect::<Vec<_>>(),
+        "no request lost"
+    );
+    let cancelled: Vec<&RequestRecord> = records
+        .iter()
+        .filter(|r| r.outcome == Outcome::Cancelled)
+        .collect();
+    assert_eq!(cancelled.len(), 4, "the requests in flight at the signal");
+    for r in &records {
+        if r.outcome == Outcome::Cancelled {
+            assert!(r.error.is_some());
+            assert!(
+                count(r, Channel::Content) < 50,
+                "a cancelled request was cut short"
+            );
+        } else {
+            assert_complete(r);
+        }
+    }
+    let report = analyze_v3(&out);
+    let failures = report["failures"].as_array().unwrap();
+    assert_eq!(failures.len(), 4);
+    assert!(failures.iter().all(|f| f["outcome"] == "cancelled"));
+}
+
+#[test]
+fn writing_to_dev_full_is_a_clear_error() {
+    let server = sim(fast_sim());
+    let output = record(
+        &server.base_url(),
+        std::path::Path::new("/dev/full"),
+        &[
+            "--requests",
+            "3",
+            "--max-tokens",
+            "4",
+            "--input-tokens",
+            "20",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("/dev/full"), "{stderr}");
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn file_size_limit_is_a_clear_error_and_leaves_a_readable_trace() {
+    let server = sim(fast_sim());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("limited.tt");
+    let prompts = prompt_file(dir.path(), 8);
+    // The shell ignores SIGXFSZ (inherited across exec), so a write past the limit fails with
+    // EFBIG as it would on a full disk, instead of killing the process.
+    let script = r#"trap '' XFSZ; ulimit -f 128 || exit 99; exec "$0" "$@""#;
+    let output = std::process::Command::new("sh")
+        .args(["-c", script])
+        .arg(assert_cmd::cargo::cargo_bin("tokentrace"))
+        .args(["record", "--url", &server.base_url(), "--model", "sim"])
+        .args([
+            "--progress",
+            "off",
+            "--capture",
+            "raw",
+            "--requests",
+            "5000",
+        ])
+        .args(["--concurrency", "16", "--max-tokens", "20", "--ignore-eos"])
+        .args(["--prompts", prompts.to_str().unwrap(), "-o"])
+        .arg(&out)
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("File too large"), "{stderr}");
+    assert!(stderr.contains(out.to_str().unwrap()), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let size = std::fs::metadata(&out).unwrap().len();
+    assert!(size <= 128 * 1024, "{size} bytes");
+
+    let (json, code) = inspect(&out);
+    assert_eq!(
+        (json["integrity"].as_str(), code),
+        (Some("recovered"), 0),
+        "{json}"
+    );
+    let reader = TraceReader::open(&out).unwrap();
+    let mut n = 0;
+    for r in reader.requests() {
+        assert_complete(&r.unwrap());
+        n += 1;
+    }
+    assert!(n > 0, "the blocks written before the limit are readable");
+}
