@@ -2,7 +2,7 @@
 //! is generated once, then analyzed under a protocol in a fresh child process per run, which
 //! reports its time and peak resident memory (VmHWM, Linux).
 //!
-//! `cargo bench --bench analyzer -- [--requests N] [--chunks C] [--runs R] [--protocol P]`
+//! `cargo bench --bench analyzer -- [--requests N] [--chunks C] [--runs R] [--protocol P] [--threads T]`
 //! (`--protocol decode-only` times the format's block decoding alone, for comparison.)
 //! The trace is cached in the target directory and reused while N and C stay the same.
 
@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tokentrace_analyzer::analysis::{self, Analysis, AnalyzeOptions};
 use tokentrace_analyzer::dataset::Dataset;
+use tokentrace_analyzer::facts::FactsOptions;
 use tokentrace_analyzer::protocol::builtin;
 use tokentrace_analyzer::report::table;
 use tokentrace_format::{
@@ -22,6 +23,7 @@ struct Settings {
     chunks: u64,
     runs: usize,
     protocol: String,
+    threads: usize,
 }
 
 fn settings() -> Settings {
@@ -30,6 +32,7 @@ fn settings() -> Settings {
         chunks: 100,
         runs: 3,
         protocol: "capacity-v3".into(),
+        threads: 1,
     };
     let args: Vec<String> = std::env::args().collect();
     let mut i = 1;
@@ -40,6 +43,7 @@ fn settings() -> Settings {
             "--chunks" => s.chunks = value.parse().unwrap_or(s.chunks),
             "--runs" => s.runs = value.parse().unwrap_or(s.runs),
             "--protocol" => s.protocol = value,
+            "--threads" => s.threads = value.parse().unwrap_or(s.threads),
             _ => {
                 i += 1;
                 continue;
@@ -149,6 +153,18 @@ fn generate(path: &Path, s: &Settings) {
     );
 }
 
+/// User + system CPU seconds of this process so far (Linux /proc; 0 elsewhere).
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the parenthesized command name; utime and stime are the 12th and 13th.
+    let rest = stat.rsplit(')').next().unwrap_or("");
+    let fields: Vec<u64> = rest.split_whitespace().filter_map(|f| f.parse().ok()).collect();
+    // Clock ticks are 100 per second on Linux (sysconf(_SC_CLK_TCK)).
+    fields.get(10..12).map_or(0.0, |t| (t[0] + t[1]) as f64 / 100.0)
+}
+
 /// Peak resident set of this process in KiB (Linux /proc; 0 elsewhere).
 fn peak_rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -170,33 +186,29 @@ fn decode_only(trace: &Path) {
         chunks += reader.decode_block(i).expect("decode").chunks.len() as u64;
     }
     let total = started.elapsed().as_secs_f64();
-    println!("{} {} {} {} {}", total, total, chunks, 0, peak_rss_kib());
+    println!("{} {} {} {} {} {}", total, total, chunks, 0, peak_rss_kib(), cpu_seconds());
 }
 
 /// The measured part: load the facts and summarize under the protocol (what `analyze`
 /// prints as its table).
-fn child(trace: &Path, protocol: &str) {
+fn child(trace: &Path, protocol: &str, threads: usize) {
     let protocol = builtin::find(protocol).expect("protocol");
     let options = AnalyzeOptions::default();
     let started = Instant::now();
-    let dataset = Dataset::load(
-        &[trace.to_path_buf()],
-        analysis::facts_options(&protocol, &options),
-    )
-    .expect("load");
+    let cpu_before = cpu_seconds();
+    let facts = FactsOptions {
+        threads,
+        ..analysis::facts_options(&protocol, &options)
+    };
+    let dataset = Dataset::load(&[trace.to_path_buf()], facts).expect("load");
     let loaded = started.elapsed().as_secs_f64();
     let analysis = Analysis::new(&protocol, &dataset, &[0], &options);
     let text = table::render(&analysis, "");
     let total = started.elapsed().as_secs_f64();
     std::hint::black_box(&text);
-    println!(
-        "{} {} {} {} {}",
-        total,
-        loaded,
-        dataset.chunks(),
-        dataset.requests.len(),
-        peak_rss_kib()
-    );
+    let cpu = cpu_seconds() - cpu_before;
+    let (chunks, requests) = (dataset.chunks(), dataset.requests.len());
+    println!("{total} {loaded} {chunks} {requests} {} {cpu}", peak_rss_kib());
 }
 
 fn main() {
@@ -209,13 +221,13 @@ fn main() {
         if s.protocol == "decode-only" {
             decode_only(Path::new(&path));
         } else {
-            child(Path::new(&path), &s.protocol);
+            child(Path::new(&path), &s.protocol, s.threads);
         }
         return;
     }
     std::fs::create_dir_all(&dir).expect("bench dir");
     generate(&trace, &s);
-    let mut runs: Vec<(f64, f64, u64, u64, u64)> = Vec::new();
+    let mut runs: Vec<(f64, f64, u64, u64, u64, f64)> = Vec::new();
     for _ in 0..s.runs {
         let out = std::process::Command::new(std::env::current_exe().expect("exe"))
             .args(std::env::args().skip(1))
@@ -227,26 +239,29 @@ fn main() {
             .split_whitespace()
             .filter_map(|x| x.parse().ok())
             .collect();
-        if f.len() == 5 {
-            runs.push((f[0], f[1], f[2] as u64, f[3] as u64, f[4] as u64));
+        if f.len() == 6 {
+            runs.push((f[0], f[1], f[2] as u64, f[3] as u64, f[4] as u64, f[5]));
         } else {
             eprintln!("child failed: {}", String::from_utf8_lossy(&out.stderr));
         }
     }
     runs.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let Some(&(total, loaded, chunks, requests, _)) = runs.get(runs.len() / 2) else {
+    let Some(&(total, loaded, chunks, requests, _, cpu)) = runs.get(runs.len() / 2) else {
         return;
     };
     let peak = runs.iter().map(|r| r.4).max().unwrap_or(0);
     println!(
-        "analyzer/{}: {} requests, {} chunks; median of {} runs: {:.2} s total ({:.2} s load+facts), {:.1} M chunks/s, peak RSS {:.0} MiB; all runs: {:?}",
+        "analyzer/{} threads={}: {} requests, {} chunks; median of {} runs: {:.2} s wall ({:.2} s load+facts), {:.2} s CPU; {:.1} M chunks/s wall, {:.1} M chunks/s per CPU-second; peak RSS {:.0} MiB; all runs: {:?}",
         s.protocol,
+        s.threads,
         requests,
         chunks,
         runs.len(),
         total,
         loaded,
+        cpu,
         chunks as f64 / total / 1e6,
+        chunks as f64 / cpu.max(1e-9) / 1e6,
         peak as f64 / 1024.0,
         runs.iter().map(|r| format!("{:.2}s", r.0)).collect::<Vec<_>>()
     );

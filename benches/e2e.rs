@@ -121,6 +121,8 @@ pub struct LevelResult {
     pub recorder: Side,
     /// The raw socket reader, unless `--no-floor`.
     pub floor: Option<Side>,
+    /// One-minute load average when the level started (other work on the machine).
+    pub load_avg: f64,
 }
 
 /// User + system CPU ns of a rusage.
@@ -246,6 +248,7 @@ fn bench(args: &[String]) -> io::Result<()> {
                 max_tokens,
             };
             eprintln!("e2e: {} ...", report::label(&level));
+            let load_avg = load_avg();
             let dir = root.join(format!("c{streams}-s{step_ms}"));
             std::fs::create_dir_all(&dir)?;
             let recorder = run_recorder(&s, level, &dir, &prompts)?;
@@ -258,6 +261,7 @@ fn bench(args: &[String]) -> io::Result<()> {
                 level,
                 recorder,
                 floor,
+                load_avg,
             };
             eprintln!("{}", summary_line(&result));
             results.push(result);
@@ -285,6 +289,14 @@ fn bench(args: &[String]) -> io::Result<()> {
         eprintln!("e2e: wrote {}", doc.display());
     }
     Ok(())
+}
+
+/// One-minute load average from /proc/loadavg (0 when unavailable).
+fn load_avg() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|t| t.split_whitespace().next().and_then(|x| x.parse().ok()))
+        .unwrap_or(0.0)
 }
 
 fn summary_line(r: &LevelResult) -> String {
@@ -345,7 +357,12 @@ fn run_recorder(s: &Settings, level: Level, dir: &Path, prompts: &Path) -> io::R
     let mut command = Command::new(&s.bin);
     command
         .arg("record")
-        .args(["--url", &format!("http://{}/v1", sim.addr), "--model", "sim"])
+        .args([
+            "--url",
+            &format!("http://{}/v1", sim.addr),
+            "--model",
+            "sim",
+        ])
         .args(["--progress", "off", "--ignore-eos"])
         .args(["--concurrency", &level.streams.to_string()])
         .args(["--requests", &requests(s, level).to_string()])

@@ -91,6 +91,17 @@ fn format_benches(c: &mut Criterion) {
                 assert_eq!(n as u64, chunks);
             })
         });
+        group.bench_function(format!("decode_blocks_into/{label}"), |b| {
+            let mut block = DecodedBlock::default();
+            b.iter(|| {
+                let mut n = 0usize;
+                for i in 0..reader.block_count() {
+                    reader.decode_block_into(i, &mut block).unwrap();
+                    n += block.chunk_count();
+                }
+                assert_eq!(n as u64, chunks);
+            })
+        });
         group.bench_function(format!("open_and_decode/{label}"), |b| {
             b.iter(|| {
                 let reader = TraceReader::open(&path).unwrap();

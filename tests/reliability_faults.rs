@@ -33,14 +33,15 @@ fn assert_intact(r: &RequestRecord) {
 }
 
 /// Runs the matrix for one fault: `faults` must strike every second arrival. Returns the
-/// faulted records (ids 1 and 3) after checking the trace and the analyzer's failure list.
+/// faulted records (ids 1 and 3) and the capacity-v3 report, after checking the trace and the
+/// analyzer's failure list.
 fn matrix_run(
     name: &str,
     faults: FaultConfig,
     extra: &[&str],
     outcome: Outcome,
     message: &str,
-) -> Vec<RequestRecord> {
+) -> (Vec<RequestRecord>, serde_json::Value) {
     let server = sim(SimConfig {
         faults,
         ..fast_sim()
@@ -109,7 +110,7 @@ fn matrix_run(
             );
         }
     }
-    bad
+    (bad, report)
 }
 
 #[test]
@@ -118,7 +119,7 @@ fn http_429_is_an_http_error() {
         http_429_every: 2,
         ..FaultConfig::default()
     };
-    let bad = matrix_run("429", faults, &[], Outcome::HttpError, "HTTP 429");
+    let (bad, _) = matrix_run("429", faults, &[], Outcome::HttpError, "HTTP 429");
     assert!(bad
         .iter()
         .all(|r| r.http_status == 429 && r.chunks.is_empty()));
@@ -130,7 +131,7 @@ fn http_500_is_an_http_error() {
         http_500_every: 2,
         ..FaultConfig::default()
     };
-    let bad = matrix_run("500", faults, &[], Outcome::HttpError, "HTTP 500");
+    let (bad, _) = matrix_run("500", faults, &[], Outcome::HttpError, "HTTP 500");
     assert!(bad.iter().all(|r| r.http_status == 500));
 }
 
@@ -140,7 +141,7 @@ fn http_503_is_an_http_error() {
         http_503_every: 2,
         ..FaultConfig::default()
     };
-    let bad = matrix_run("503", faults, &[], Outcome::HttpError, "HTTP 503");
+    let (bad, _) = matrix_run("503", faults, &[], Outcome::HttpError, "HTTP 503");
     assert!(bad.iter().all(|r| r.http_status == 503));
 }
 
@@ -151,7 +152,7 @@ fn reset_mid_stream_is_a_stream_error() {
         after_chunks: 2,
         ..FaultConfig::default()
     };
-    let bad = matrix_run("reset", faults, &[], Outcome::StreamError, "reset by peer");
+    let (bad, _) = matrix_run("reset", faults, &[], Outcome::StreamError, "reset by peer");
     for r in &bad {
         assert_eq!(r.http_status, 200);
         // The chunks that arrived before the reset are kept.
@@ -169,7 +170,7 @@ fn stall_before_first_token_is_a_ttft_timeout() {
         ..FaultConfig::default()
     };
     let extra = ["--ttft-timeout", "0.3", "--timeout", "10"];
-    let bad = matrix_run(
+    let (bad, _) = matrix_run(
         "stall-ttft",
         faults,
         &extra,
@@ -192,7 +193,7 @@ fn stall_mid_stream_is_a_timeout() {
         ..FaultConfig::default()
     };
     let extra = ["--ttft-timeout", "2", "--timeout", "0.5"];
-    let bad = matrix_run("stall", faults, &extra, Outcome::Timeout, "request timeout");
+    let (bad, _) = matrix_run("stall", faults, &extra, Outcome::Timeout, "request timeout");
     for r in &bad {
         let waited = r.end_ns - r.send_ns;
         assert!(waited >= 500_000_000, "ended after {waited} ns");
@@ -209,7 +210,7 @@ fn malformed_json_event_is_malformed() {
         malformed_every: 2,
         ..FaultConfig::default()
     };
-    let bad = matrix_run(
+    let (bad, _) = matrix_run(
         "malformed",
         faults,
         &[],
@@ -231,7 +232,7 @@ fn oversize_line_is_oversize() {
         ..FaultConfig::default()
     };
     let extra = ["--max-line-bytes", "4096"];
-    let bad = matrix_run(
+    let (bad, _) = matrix_run(
         "oversize",
         faults,
         &extra,
@@ -247,7 +248,7 @@ fn missing_done_is_missing_done() {
         no_done_every: 2,
         ..FaultConfig::default()
     };
-    let bad = matrix_run(
+    let (bad, _) = matrix_run(
         "no-done",
         faults,
         &[],
@@ -270,13 +271,21 @@ fn missing_usage_is_ok_without_usage() {
         ..FaultConfig::default()
     };
     let extra = ["--usage", "final"];
-    let bad = matrix_run("no-usage", faults, &extra, Outcome::Ok, "");
+    let (bad, report) = matrix_run("no-usage", faults, &extra, Outcome::Ok, "");
     for r in &bad {
         assert_eq!(r.error, None);
         assert_eq!(r.usage.completion_tokens, None, "{:?}", r.usage);
         assert_eq!(count(r, Channel::Usage), 0);
         assert_eq!(count(r, Channel::Content), MAX_TOKENS as usize);
         assert_eq!(count(r, Channel::Done), 1);
+    }
+    // The analyzer measures them from the counted chunks instead of usage.
+    for row in report["request_timings"].as_array().unwrap() {
+        let faulted = row["request_index"].as_u64().unwrap() % 2 == 1;
+        let source = if faulted { "chunks" } else { "usage" };
+        assert_eq!(row["output_token_source"], source, "{row}");
+        assert_eq!(row["output_tokens"], MAX_TOKENS);
+        assert_eq!(row["prompt_tokens"].is_null(), faulted, "{row}");
     }
 }
 
@@ -286,7 +295,7 @@ fn non_utf8_event_is_malformed() {
         non_utf8_every: 2,
         ..FaultConfig::default()
     };
-    let bad = matrix_run(
+    let (bad, _) = matrix_run(
         "non-utf8",
         faults,
         &[],

@@ -38,14 +38,22 @@ fn expected(mut r: RequestRecord, strip_errors: bool) -> RequestRecord {
 /// Checks that `copy` is `original` with text removed and nothing else changed.
 fn assert_redacted_copy(original: &Path, copy: &Path, strip_errors: bool) {
     let (json, code) = inspect(copy);
-    assert_eq!((json["integrity"].as_str(), code), (Some("ok"), 0), "{json}");
+    assert_eq!(
+        (json["integrity"].as_str(), code),
+        (Some("ok"), 0),
+        "{json}"
+    );
     let a = TraceReader::open(original).unwrap();
     let b = TraceReader::open(copy).unwrap();
     assert_eq!(a.header(), b.header());
     let mut manifest = b.manifest().clone();
     let marker = manifest.extra.remove("redaction").expect("extra.redaction");
     assert_eq!(marker["chunk_text"], "removed");
-    assert_eq!(&manifest, a.manifest(), "the manifest is otherwise unchanged");
+    assert_eq!(
+        &manifest,
+        a.manifest(),
+        "the manifest is otherwise unchanged"
+    );
     if let Some(end) = a.run_end() {
         assert_eq!(b.run_end(), Some(end));
     }
@@ -140,7 +148,10 @@ fn redact_can_strip_error_texts_and_refuses_to_overwrite() {
     assert!(!again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("--force"));
     let same = redact(&original, &original, &["--force"]);
-    assert!(!same.status.success(), "redacting a file onto itself is refused");
+    assert!(
+        !same.status.success(),
+        "redacting a file onto itself is refused"
+    );
     assert_eq!(inspect(&original).0["integrity"], "ok");
 }
 

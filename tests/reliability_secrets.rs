@@ -46,20 +46,23 @@ fn assert_output_clean(output: &Output, secret: &str) {
     }
 }
 
+/// The start of the 401 body, before the padding and the quoted header.
+const BODY_START: &str = "{\"error\":{\"message\":\"invalid credentials: ";
+
 /// An HTTP/1.1 server on loopback that answers every request with 401 and an error body that
-/// quotes the Authorization header it received, as some gateways do.
-fn echoing_401_server() -> u16 {
+/// quotes the Authorization header it received (after `pad` filler bytes), as some gateways do.
+fn echoing_401_server(pad: usize) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
-            std::thread::spawn(move || serve_401(stream));
+            std::thread::spawn(move || serve_401(stream, pad));
         }
     });
     port
 }
 
-fn serve_401(stream: TcpStream) {
+fn serve_401(stream: TcpStream, pad: usize) {
     let Ok(mut writer) = stream.try_clone() else {
         return;
     };
@@ -87,9 +90,8 @@ fn serve_401(stream: TcpStream) {
         if reader.read_exact(&mut body).is_err() {
             return;
         }
-        let answer = format!(
-            "{{\"error\":{{\"message\":\"invalid credentials: {auth}\",\"code\":401}}}}"
-        );
+        let answer =
+            format!("{{\"error\":{{\"message\":\"invalid credentials: {auth}\",\"code\":401}}}}");
         let response = format!(
             "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\n\
              www-authenticate: Bearer\r\ncontent-length: {}\r\n\r\n{answer}",
@@ -120,10 +122,10 @@ fn key_stays_out_of_successful_and_http_500_runs() {
         .arg(&out)
         .env("TT_RELIABILITY_KEY", &key)
         .args(["--api-key-env", "TT_RELIABILITY_KEY"])
-    // A secret header given on the command line is also kept out of the manifest's argv.
-    .args(["-H", &format!("x-api-key: {key}")])
-    .output()
-    .unwrap();
+        // A secret header given on the command line is also kept out of the manifest's argv.
+        .args(["-H", &format!("x-api-key: {key}")])
+        .output()
+        .unwrap();
     assert!(output.status.success(), "{output:?}");
     assert_output_clean(&output, &key);
     assert_trace_clean(&out, &key);
@@ -143,28 +145,34 @@ fn key_stays_out_of_successful_and_http_500_runs() {
 #[test]
 fn key_stays_out_of_a_401_that_echoes_it() {
     let key = marker();
-    let port = echoing_401_server();
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("401.tt");
-    let prompts = prompt_file(dir.path(), 2);
-    let output = record(
-        &format!("http://127.0.0.1:{port}/v1"),
-        &out,
-        &["--requests", "3", "--prompts", prompts.to_str().unwrap()],
-    )
-    .env("OPENAI_API_KEY", &key)
-    .output()
-    .unwrap();
-    assert!(output.status.success(), "{output:?}");
-    assert_output_clean(&output, &key);
-    assert_trace_clean(&out, &key);
-    let (_, records) = requests(&out);
-    assert_eq!(records.len(), 3);
-    for r in &records {
-        assert_eq!((r.outcome, r.http_status), (Outcome::HttpError, 401));
-        let error = r.error.as_deref().unwrap();
-        assert!(error.starts_with("HTTP 401"), "{error}");
-        assert!(error.contains("invalid credentials"), "{error}");
+    // Whole in the kept first KiB of the body, then cut in the middle by the 1 KiB limit.
+    let cut = 1024 - BODY_START.len() - "Bearer ".len() - key.len() / 2;
+    for pad in [0, cut] {
+        let port = echoing_401_server(pad);
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("401.tt");
+        let prompts = prompt_file(dir.path(), 2);
+        let output = record(
+            &format!("http://127.0.0.1:{port}/v1"),
+            &out,
+            &["--requests", "3", "--prompts", prompts.to_str().unwrap()],
+        )
+        .env("OPENAI_API_KEY", &key)
+        .output()
+        .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        assert_output_clean(&output, &key);
+        assert_trace_clean(&out, &key);
+        assert_trace_clean(&out, &key[..key.len() / 2]);
+        let (_, records) = requests(&out);
+        assert_eq!(records.len(), 3);
+        for r in &records {
+            assert_eq!((r.outcome, r.http_status), (Outcome::HttpError, 401));
+            let error = r.error.as_deref().unwrap();
+            assert!(error.starts_with("HTTP 401"), "{error}");
+            assert!(error.contains("invalid credentials"), "{error}");
+            assert!(error.contains("<redacted>"), "{error}");
+        }
     }
 }
 

@@ -31,7 +31,10 @@ fn wait_for_exit(child: &mut Child) -> std::process::ExitStatus {
         if let Some(status) = child.try_wait().unwrap() {
             return status;
         }
-        assert!(Instant::now() < deadline, "sim did not stop after SIGINT");
+        assert!(
+            Instant::now() < deadline,
+            "sim did not stop after the signal"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -109,4 +112,27 @@ fn help_lists_the_engine_and_fault_flags() {
     ] {
         assert!(help.contains(flag), "{flag} missing from:\n{help}");
     }
+}
+
+#[test]
+fn stops_on_sigterm() {
+    let mut child = Command::new(cargo_bin("tokentrace"))
+        .args(["sim", "--port", "0", "--threads", "2"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(
+        line.starts_with("tokentrace sim listening on http://127.0.0.1:"),
+        "{line}"
+    );
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    assert!(wait_for_exit(&mut child).success());
 }

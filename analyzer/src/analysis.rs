@@ -30,6 +30,7 @@ pub fn facts_options(protocol: &Protocol, options: &AnalyzeOptions) -> FactsOpti
     FactsOptions {
         keep_gaps: protocol.needs_gaps() || slo_needs_gaps,
         gap_chunks: protocol.gap_chunks,
+        threads: 1,
     }
 }
 
@@ -51,6 +52,19 @@ pub struct Analysis<'a> {
     pub slos: Vec<Slo>,
     /// Run-level facts.
     pub run: RunContext,
+    /// Bootstrap confidence intervals to add to the report (None: none).
+    pub bootstrap: Option<Bootstrap>,
+}
+
+/// Bootstrap confidence intervals of each metric's mean and percentiles.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bootstrap {
+    /// Resamples.
+    pub resamples: usize,
+    /// Confidence level, e.g. 0.95.
+    pub confidence: f64,
+    /// Seed (results are reproducible).
+    pub seed: u64,
 }
 
 impl<'a> Analysis<'a> {
@@ -88,6 +102,7 @@ impl<'a> Analysis<'a> {
             excluded_phase,
             slos: options.slos.clone(),
             run,
+            bootstrap: None,
         }
     }
 

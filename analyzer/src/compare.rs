@@ -113,8 +113,8 @@ fn metric_change(
     stats::sort(&mut ys);
     let median = (median_of(&xs), median_of(&ys));
     let ci = bootstrap_median_diff(
-        &thin(&xs, o.max_bootstrap_sample),
-        &thin(&ys, o.max_bootstrap_sample),
+        &stats::thin(&xs, o.max_bootstrap_sample),
+        &stats::thin(&ys, o.max_bootstrap_sample),
         o,
     );
     let p_value = mann_whitney_p(&xs, &ys);
@@ -143,41 +143,12 @@ fn median_of(sorted: &[f64]) -> Option<f64> {
     stats::percentile(sorted, 50.0, PercentileMethod::Linear)
 }
 
-/// Every k-th value of a sorted sample, so that at most `max` remain (quantiles are kept).
-fn thin(sorted: &[f64], max: usize) -> Vec<f64> {
-    if sorted.len() <= max || max == 0 {
-        return sorted.to_vec();
-    }
-    let step = sorted.len() as f64 / max as f64;
-    (0..max)
-        .map(|i| sorted[(i as f64 * step) as usize])
-        .collect()
-}
-
-/// SplitMix64: a tiny generator whose output never changes between library versions, so a
-/// seeded bootstrap gives the same interval forever.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        ((u128::from(self.next()) * n as u128) >> 64) as usize
-    }
-}
-
 /// Percentile bootstrap interval of median(B) - median(A).
 pub fn bootstrap_median_diff(xs: &[f64], ys: &[f64], o: &CompareOptions) -> Option<(f64, f64)> {
     if xs.is_empty() || ys.is_empty() || o.resamples == 0 {
         return None;
     }
-    let mut rng = SplitMix64(o.seed);
+    let mut rng = stats::SplitMix64(o.seed);
     let mut diffs = Vec::with_capacity(o.resamples);
     let (mut ra, mut rb) = (vec![0.0; xs.len()], vec![0.0; ys.len()]);
     for _ in 0..o.resamples {
@@ -295,13 +266,5 @@ mod tests {
         let noise = metric_change("ttft_ms", "ms", xs, same, &CompareOptions::default());
         assert!(!noise.beyond_noise);
         assert_eq!(noise.direction, "same");
-    }
-
-    #[test]
-    fn thinning_keeps_the_range() {
-        let v: Vec<f64> = (0..100).map(f64::from).collect();
-        let t = thin(&v, 10);
-        assert_eq!(t.len(), 10);
-        assert_eq!((t[0], t[9]), (0.0, 90.0));
     }
 }

@@ -14,6 +14,8 @@ pub struct FactsOptions {
     pub keep_gaps: bool,
     /// Which chunks the gaps run between.
     pub gap_chunks: GapChunks,
+    /// Threads decoding blocks (0 or 1: the calling thread alone).
+    pub threads: usize,
 }
 
 /// The chunks whose arrival gaps make up a protocol's inter-chunk latency.

@@ -37,7 +37,10 @@ pub fn load_truth(path: &Path) -> io::Result<Truth> {
 fn field(line: &[u8], key: &[u8]) -> Option<u64> {
     let at = memchr::memmem::find(line, key)? + key.len();
     let digits = line[at..].iter().take_while(|b| b.is_ascii_digit()).count();
-    std::str::from_utf8(&line[at..at + digits]).ok()?.parse().ok()
+    std::str::from_utf8(&line[at..at + digits])
+        .ok()?
+        .parse()
+        .ok()
 }
 
 /// Per-event errors (client arrival − server write, ns) and join bookkeeping.
@@ -122,7 +125,9 @@ pub fn self_check(dir: &Path) -> io::Result<()> {
     assert_eq!(join.errors_ns, vec![50, 60]);
     assert_eq!(join.unmatched, 2);
     assert_eq!(join.count_mismatches, 1);
-    let p = join.percentiles().ok_or_else(|| io::Error::other("no errors"))?;
+    let p = join
+        .percentiles()
+        .ok_or_else(|| io::Error::other("no errors"))?;
     assert_eq!((p.p50, p.p99, p.max, p.min), (50, 60, 60, 50));
     Ok(())
 }

@@ -61,9 +61,7 @@ pub fn parse_args(args: &[String]) -> Result<FloorArgs, String> {
             .ok_or(format!("{name} needs a value"))
     };
     let num = |name: &str| -> Result<u64, String> {
-        get(name)?
-            .parse()
-            .map_err(|e| format!("{name}: {e}"))
+        get(name)?.parse().map_err(|e| format!("{name}: {e}"))
     };
     let body_file = get("--body-file")?;
     Ok(FloorArgs {
@@ -191,12 +189,12 @@ async fn stream_loop(
                 arrivals.event_reads += 1;
             }
             prev = data[n - 1];
-            if n >= tail.len() {
-                tail.copy_from_slice(&data[n - tail.len()..]);
+            let width = tail.len();
+            if n >= width {
+                tail.copy_from_slice(&data[n - width..]);
             } else {
                 tail.rotate_left(n);
-                let keep = tail.len() - n;
-                tail[keep..].copy_from_slice(data);
+                tail[width - n..].copy_from_slice(data);
             }
             if &tail == BODY_END {
                 break;

@@ -84,13 +84,10 @@ pub struct Reaped {
     pub cpu_ns: u64,
     /// Peak RSS of the child in bytes.
     pub max_rss_bytes: u64,
-    /// Wall time from spawn to exit.
-    pub wall: Duration,
 }
 
 /// Run `command` to completion and reap it with wait4 (std's `wait` discards the rusage).
 pub fn run_measured(mut command: Command) -> io::Result<Reaped> {
-    let started = Instant::now();
     let child = command.spawn()?;
     let pid = child.id() as libc::pid_t;
     // The Child handle is not waited on again: wait4 below reaps the process.
@@ -113,6 +110,5 @@ pub fn run_measured(mut command: Command) -> io::Result<Reaped> {
         status,
         cpu_ns: crate::cpu_ns(&usage),
         max_rss_bytes: usage.ru_maxrss as u64 * 1024,
-        wall: started.elapsed(),
     })
 }

@@ -51,16 +51,16 @@ pub fn markdown(results: &[LevelResult], command: &str, notes: &str) -> String {
     let _ = writeln!(s, "Command: `{command}`  ");
     let _ = writeln!(s, "{notes}\n");
     s.push_str(
-        "| streams | step ms | requested chunk/s | achieved rec / floor | CPU µs/chunk rec | floor | rec ÷ floor | \
-         RSS KiB/stream rec | floor | trace B/chunk | chunks/read rec | floor | sched lag max ms | back-pressure |\n",
+        "| streams | step ms | requested chunk/s | achieved rec | floor | CPU µs/chunk rec | floor | \
+         rec ÷ floor | load avg |\n",
     );
-    s.push_str("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    s.push_str("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for r in results {
         let (rec, floor) = (&r.recorder, r.floor.as_ref());
         let achieved = |side: &Side| 100.0 * side.achieved_rate() / r.level.requested_rate();
         let _ = writeln!(
             s,
-            "| {} | {} | {:.0} | {:.0}% / {} | {:.2} | {} | {} | {:.1} | {} | {} | {:.2} | {} | {} | {} |",
+            "| {} | {} | {:.0} | {:.0}% | {} | {:.2} | {} | {} | {:.1} |",
             r.level.streams,
             r.level.step_ms,
             r.level.requested_rate(),
@@ -69,6 +69,25 @@ pub fn markdown(results: &[LevelResult], command: &str, notes: &str) -> String {
             rec.cpu_ns_per_chunk() / 1000.0,
             opt(floor, |f| format!("{:.2}", f.cpu_ns_per_chunk() / 1000.0)),
             opt(floor, |f| ratio(rec.cpu_ns_per_chunk(), f.cpu_ns_per_chunk())),
+            r.load_avg,
+        );
+    }
+    s.push('\n');
+    s.push_str(
+        "| streams | step ms | peak RSS MiB rec | floor | KiB/stream rec | floor | trace B/chunk | \
+         chunks/read rec | floor | sched lag max ms | back-pressure |\n",
+    );
+    s.push_str("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for r in results {
+        let (rec, floor) = (&r.recorder, r.floor.as_ref());
+        let mib = |b: u64| format!("{:.1}", b as f64 / (1 << 20) as f64);
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {:.1} | {} | {} | {:.2} | {} | {} | {} |",
+            r.level.streams,
+            r.level.step_ms,
+            mib(rec.max_rss_bytes),
+            opt(floor, |f| mib(f.max_rss_bytes)),
             rec.rss_kib_per_stream(r.level.streams),
             opt(floor, |f| format!("{:.1}", f.rss_kib_per_stream(r.level.streams))),
             opt(rec.trace_bytes, |b| format!("{:.2}", b as f64 / rec.chunks as f64)),
@@ -87,7 +106,8 @@ pub fn markdown(results: &[LevelResult], command: &str, notes: &str) -> String {
     for r in results {
         let rec = r.recorder.error;
         let floor = r.floor.as_ref().and_then(|f| f.error);
-        let cell = |p: Option<crate::accuracy::Percentiles>, pick: fn(&crate::accuracy::Percentiles) -> i64| {
+        let cell = |p: Option<crate::accuracy::Percentiles>,
+                    pick: fn(&crate::accuracy::Percentiles) -> i64| {
             opt(p, |p| us(pick(&p) as f64))
         };
         let _ = writeln!(

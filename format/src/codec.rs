@@ -9,7 +9,8 @@
 //! wrapping arithmetic reinterpreted as i64, so every u64 round-trips exactly.
 
 use crate::block::{ChunkColumns, DecodedBlock, RequestMeta};
-use crate::types::{Channel, Outcome, Phase, RequestRecord, Usage};
+use crate::chunk_columns::{read_chunk_columns, ByteReader};
+use crate::types::{Outcome, Phase, RequestRecord, Usage};
 use bincode::config::{self, Configuration};
 use bincode::{Decode, Encode};
 
@@ -57,89 +58,19 @@ impl ColumnReader<'_> {
         Ok(value)
     }
 
-    fn byte(&mut self) -> Result<u8, String> {
-        let b = *self
-            .data
-            .get(self.pos)
-            .ok_or("block payload ends inside a column")?;
-        self.pos += 1;
-        Ok(b)
-    }
-
-    /// An unsigned varint: one byte up to 250, else a 251/252/253 prefix and 2/4/8 LE bytes.
-    #[inline]
-    fn varint(&mut self) -> Result<u64, String> {
-        let first = self.byte()?;
-        let len = match first {
-            0..=250 => return Ok(u64::from(first)),
-            251 => 2,
-            252 => 4,
-            253 => 8,
-            _ => return Err(format!("invalid varint prefix {first}")),
-        };
-        let bytes = self
-            .data
-            .get(self.pos..self.pos + len)
-            .ok_or("block payload ends inside a varint")?;
-        let mut le = [0u8; 8];
-        le[..len].copy_from_slice(bytes);
-        self.pos += len;
-        Ok(u64::from_le_bytes(le))
-    }
-
-    #[inline]
-    fn varint_u32(&mut self) -> Result<u32, String> {
-        let v = self.varint()?;
-        u32::try_from(v).map_err(|_| format!("{v} does not fit a u32 column"))
-    }
-
-    /// A zigzag-encoded i64.
-    #[inline]
-    fn zvarint(&mut self) -> Result<i64, String> {
-        let z = self.varint()?;
-        Ok(((z >> 1) as i64) ^ -((z & 1) as i64))
-    }
-
-    fn option_u32(&mut self) -> Result<Option<u32>, String> {
-        match self.byte()? {
-            0 => Ok(None),
-            1 => self.varint_u32().map(Some),
-            tag => Err(format!("invalid option tag {tag}")),
-        }
-    }
-
-    fn channels(&mut self, m: usize) -> Result<Vec<Channel>, String> {
-        let codes = self
-            .data
-            .get(self.pos..self.pos + m)
-            .ok_or("block payload ends inside the channel column")?;
-        self.pos += m;
-        codes
-            .iter()
-            .map(|&c| Channel::from_code(c).ok_or_else(|| format!("channel code {c}")))
-            .collect()
-    }
-
     /// Reads a column's entry count, refusing one larger than the bytes left.
     fn count(&mut self, name: &str) -> Result<usize, String> {
-        let count = self.varint()?;
-        let left = self.data.len() - self.pos;
-        if count > left as u64 {
+        let rest = self.data.get(self.pos..).unwrap_or_default();
+        let (count, used) = bincode::decode_from_slice::<u64, _>(rest, decode_config())
+            .map_err(|e| format!("column `{name}`: {e}"))?;
+        if count > (rest.len() - used) as u64 {
             return Err(format!(
-                "column `{name}` claims {count} entries in {left} bytes"
+                "column `{name}` claims {count} entries in {} bytes",
+                rest.len() - used
             ));
         }
+        self.pos += used;
         Ok(count as usize)
-    }
-
-    fn expect_count(&mut self, name: &str, expected: usize) -> Result<(), String> {
-        let count = self.count(name)?;
-        if count != expected {
-            return Err(format!(
-                "column `{name}` has {count} entries, expected {expected}"
-            ));
-        }
-        Ok(())
     }
 
     /// Takes a column that must have exactly `len` entries.
@@ -321,7 +252,25 @@ pub fn encode_block(requests: &[RequestRecord]) -> Result<Vec<u8>, String> {
 }
 
 /// Decodes an uncompressed block payload. Errors describe the first column that is wrong.
+#[cfg(test)]
 pub fn decode_block(data: &[u8]) -> Result<DecodedBlock, String> {
+    let mut block = DecodedBlock::default();
+    decode_block_into(data, &mut block)?;
+    Ok(block)
+}
+
+/// Decodes an uncompressed block payload into `out`, reusing its vectors' memory. On error
+/// `out` is left empty.
+pub fn decode_block_into(data: &[u8], out: &mut DecodedBlock) -> Result<(), String> {
+    let result = decode_into(data, out);
+    if result.is_err() {
+        out.requests.clear();
+        out.chunks = ChunkColumns::default();
+    }
+    result
+}
+
+fn decode_into(data: &[u8], out: &mut DecodedBlock) -> Result<(), String> {
     let mut rd = ColumnReader { data, pos: 0 };
     let ids: Vec<i64> = rd.take("id")?;
     let n = ids.len();
@@ -358,7 +307,9 @@ pub fn decode_block(data: &[u8]) -> Result<DecodedBlock, String> {
         ));
     }
 
-    let mut requests = Vec::with_capacity(n);
+    let requests = &mut out.requests;
+    requests.clear();
+    requests.reserve(n);
     let mut prev_id = 0u64;
     let mut prev_intended = 0u64;
     let mut chunk_start = 0usize;
@@ -407,60 +358,16 @@ pub fn decode_block(data: &[u8]) -> Result<DecodedBlock, String> {
         chunk_start += chunk_len;
     }
 
-    // The chunk columns are the hot path of every analysis, so they are read by hand (the same
-    // bytes bincode writes, docs/FORMAT.md 4.1) straight into their final, un-delta'd form.
-    let mut arrival_ns = Vec::with_capacity(m);
-    for r in &requests {
-        let mut at = r.send_ns;
-        for _ in 0..r.chunk_len {
-            at = undelta(at, rd.zvarint()?);
-            arrival_ns.push(at);
-        }
-    }
-    rd.expect_count("read_index", m)?;
-    let mut read_index = Vec::with_capacity(m);
-    for r in &requests {
-        let mut read = 0u32;
-        for _ in 0..r.chunk_len {
-            read = read.wrapping_add(rd.varint_u32()?);
-            read_index.push(read);
-        }
-    }
-    rd.expect_count("bytes", m)?;
-    let bytes = (0..m)
-        .map(|_| rd.varint_u32())
-        .collect::<Result<Vec<u32>, String>>()?;
-    rd.expect_count("channel", m)?;
-    let channel = rd.channels(m)?;
-    rd.expect_count("text_len", m)?;
-    let text_len = (0..m)
-        .map(|_| rd.varint_u32())
-        .collect::<Result<Vec<u32>, String>>()?;
-    rd.expect_count("tokens", m)?;
-    let tokens = (0..m)
-        .map(|_| rd.option_u32())
-        .collect::<Result<Vec<_>, String>>()?;
-    let text: Vec<Option<String>> = rd.take_n("text", m)?;
-
-    Ok(DecodedBlock {
-        requests,
-        chunks: ChunkColumns {
-            arrival_ns,
-            read_index,
-            bytes,
-            channel,
-            text_len,
-            tokens,
-            text,
-        },
-    })
+    let mut chunks = ByteReader { data, pos: rd.pos };
+    read_chunk_columns(&mut chunks, requests, m, &mut out.chunks)?;
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The hand-written varint reader agrees with bincode at every width boundary.
+    /// The hand-written reader of the chunk columns agrees with bincode at every width.
     #[test]
     fn hand_written_varints_match_bincode() {
         let unsigned = [
@@ -476,7 +383,7 @@ mod tests {
         for v in unsigned {
             let mut out = Vec::new();
             put(&mut out, &v).unwrap();
-            let mut rd = ColumnReader { data: &out, pos: 0 };
+            let mut rd = ByteReader { data: &out, pos: 0 };
             assert_eq!(rd.varint().unwrap(), v);
             assert_eq!(rd.pos, out.len());
         }
@@ -494,19 +401,9 @@ mod tests {
         for v in signed {
             let mut out = Vec::new();
             put(&mut out, &v).unwrap();
-            let mut rd = ColumnReader { data: &out, pos: 0 };
+            let mut rd = ByteReader { data: &out, pos: 0 };
             assert_eq!(rd.zvarint().unwrap(), v);
         }
-        let mut rd = ColumnReader {
-            data: &[254, 0, 0],
-            pos: 0,
-        };
-        assert!(rd.varint().is_err());
-        let mut rd = ColumnReader {
-            data: &[252, 0],
-            pos: 0,
-        };
-        assert!(rd.varint().is_err());
     }
 
     #[test]

@@ -4,6 +4,8 @@
 //! Nothing here speaks to the network. docs/FORMAT.md specifies every byte.
 
 pub mod block;
+mod block_decoder;
+mod chunk_columns;
 pub mod clock;
 mod codec;
 pub mod error;

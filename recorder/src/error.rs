@@ -21,10 +21,17 @@ pub enum RecordError {
     /// Input-token calibration against the server failed.
     #[error("prompt calibration failed: {0}")]
     Calibration(String),
-    /// The trace could not be created or finished.
+    /// The trace could not be created or finished. The message already holds the I/O cause,
+    /// so it is not also exposed as `source` (an error chain would print it three times).
     #[error("trace output: {0}")]
-    Output(#[from] FormatError),
+    Output(FormatError),
     /// The async runtime could not start.
     #[error("runtime: {0}")]
     Runtime(#[from] std::io::Error),
+}
+
+impl From<FormatError> for RecordError {
+    fn from(err: FormatError) -> Self {
+        RecordError::Output(err)
+    }
 }

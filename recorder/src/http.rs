@@ -17,6 +17,9 @@ use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Read buffer of each HTTP/1.1 connection.
+const HTTP1_READ_BUF: usize = 4096;
+
 /// The pooled client every request goes through.
 pub type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
@@ -39,6 +42,9 @@ pub fn build_client(config: &RecordConfig) -> Result<HttpClient, RecordError> {
     client
         .pool_max_idle_per_host(usize::MAX)
         .pool_idle_timeout(Duration::from_secs(90))
+        // SSE events are small; a fixed read buffer keeps per-connection memory low at
+        // thousands of streams (larger events simply span several reads).
+        .http1_read_buf_exact_size(HTTP1_READ_BUF)
         .http2_only(config.http == HttpVersion::Http2)
         .http2_initial_stream_window_size(4 << 20)
         .http2_initial_connection_window_size(16 << 20);

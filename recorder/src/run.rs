@@ -201,7 +201,10 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
     health.insert("cpu_ns".into(), json!(cpu_ns));
     let user_ns = usage_after.user_ns.saturating_sub(usage_before.user_ns);
     health.insert("cpu_user_ns".into(), json!(user_ns));
-    health.insert("cpu_system_ns".into(), json!(cpu_ns.saturating_sub(user_ns)));
+    health.insert(
+        "cpu_system_ns".into(),
+        json!(cpu_ns.saturating_sub(user_ns)),
+    );
     health.insert("cpu_ns_per_chunk".into(), json!(cpu_ns.checked_div(chunks)));
     health.insert("max_rss_bytes".into(), json!(usage_after.max_rss_bytes));
     health.insert(

@@ -134,6 +134,14 @@ fn scrub_secrets(headers: &HeaderMap, record: &mut RequestRecord) {
             if text.contains(secret) {
                 *text = text.replace(secret, "<redacted>");
             }
+            // An error body cut at its size limit may end in the first part of the secret.
+            let tail = (4..secret.len())
+                .rev()
+                .find(|&n| text.as_bytes().ends_with(&secret.as_bytes()[..n]));
+            if let Some(n) = tail {
+                text.truncate(text.len() - n);
+                text.push_str("<redacted>");
+            }
         }
     }
 }

@@ -44,20 +44,6 @@ fn cpu_by_thread() -> HashMap<String, f64> {
     out
 }
 
-fn raise_fd_limit() {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: both calls get a valid, writable rlimit.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
-            limit.rlim_cur = limit.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
-        }
-    }
-}
-
 /// Streams one request; returns (events, seconds from first to last event).
 async fn stream(addr: SocketAddr, id: usize, chunks: usize) -> (usize, f64) {
     let Ok(tcp) = tokio::net::TcpStream::connect(addr).await else {
@@ -101,7 +87,7 @@ fn main() {
     let streams: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(1000);
     let chunks: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(500);
     let truth = args.get(2).is_some_and(|a| a == "truth");
-    raise_fd_limit();
+    let _ = tokentrace_sim::raise_open_file_limit();
     let dir = std::env::temp_dir().join(format!("sim-load-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
     let config = SimConfig {

@@ -7,6 +7,7 @@ use std::os::fd::RawFd;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::body::{Body, Frame as HttpFrame, SizeHint};
@@ -28,9 +29,16 @@ pub(crate) struct SseStream {
     pub truth: Option<(TruthSender, Arc<str>)>,
     pub chunk_index: u32,
     pub stall: Option<Pin<Box<Sleep>>>,
+    /// A reset fault is due once `stall` (the reset delay) has elapsed.
+    pub reset_due: bool,
     /// The connection's socket, for an abortive close on a reset fault.
     pub socket: RawFd,
 }
+
+/// Delay between handing over the last event and resetting: hyper buffers events and writes
+/// them when the body has nothing more, so an immediate error would drop events that were
+/// already logged as written.
+const RESET_DELAY: Duration = Duration::from_millis(10);
 
 impl SimBody {
     pub(crate) fn whole(bytes: impl Into<Bytes>) -> Self {
@@ -76,6 +84,13 @@ impl SseStream {
                     return Poll::Pending;
                 }
                 self.stall = None;
+                if self.reset_due {
+                    set_abortive_close(self.socket);
+                    return Poll::Ready(Some(Err(io::Error::new(
+                        io::ErrorKind::ConnectionReset,
+                        "injected connection reset",
+                    ))));
+                }
             }
             let frame = match self.rx.poll_recv(cx) {
                 Poll::Pending => return Poll::Pending,
@@ -101,11 +116,8 @@ impl SseStream {
                     self.stall = Some(Box::pin(tokio::time::sleep(duration)));
                 }
                 Frame::Reset => {
-                    set_abortive_close(self.socket);
-                    return Poll::Ready(Some(Err(io::Error::new(
-                        io::ErrorKind::ConnectionReset,
-                        "injected connection reset",
-                    ))));
+                    self.reset_due = true;
+                    self.stall = Some(Box::pin(tokio::time::sleep(RESET_DELAY)));
                 }
             }
         }

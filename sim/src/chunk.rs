@@ -47,12 +47,37 @@ const VOCABULARY: [&str; 32] = [
     "chunk",
 ];
 
-/// Appends `n` generated tokens to `out`.
-pub(crate) fn push_tokens(rng: &mut impl Rng, n: u32, out: &mut Vec<u8>) {
-    for _ in 0..n {
-        out.push(b' ');
-        out.extend_from_slice(VOCABULARY[rng.gen_range(0..VOCABULARY.len())].as_bytes());
+/// The tokens of one decode step: their text and their vocabulary indices.
+#[derive(Default)]
+pub(crate) struct StepText {
+    pub text: Vec<u8>,
+    pub tokens: Vec<u8>,
+}
+
+impl StepText {
+    /// Replaces the contents with `n` generated tokens.
+    pub(crate) fn generate(&mut self, rng: &mut impl Rng, n: u32) {
+        self.text.clear();
+        self.tokens.clear();
+        for _ in 0..n {
+            let index = rng.gen_range(0..VOCABULARY.len());
+            self.tokens.push(index as u8);
+            self.text.push(b' ');
+            self.text.extend_from_slice(VOCABULARY[index].as_bytes());
+        }
     }
+}
+
+/// Log probability reported for a vocabulary word (a fixed, made-up value per word).
+fn logprob_of(index: u8) -> f64 {
+    -f64::from(index + 1) / 8.0
+}
+
+/// Token logprobs of one event: the step's tokens and, for completions, the byte offset of
+/// its text in the whole output.
+pub(crate) struct EventLogprobs<'a> {
+    pub tokens: &'a [u8],
+    pub text_offset: usize,
 }
 
 /// Token counts reported in usage objects.
@@ -141,6 +166,7 @@ impl ChunkTemplate {
         text: &[u8],
         finish_reason: Option<&str>,
         usage: Option<UsageCounts>,
+        logprobs: Option<EventLogprobs<'_>>,
     ) -> Bytes {
         let mut buf = self.start(text.len());
         match self.api {
@@ -152,14 +178,19 @@ impl ChunkTemplate {
                 });
                 buf.put_slice(b"\":\"");
                 buf.put_slice(text);
-                buf.put_slice(br#""},"logprobs":null,"finish_reason":"#);
+                buf.put_slice(br#""},"logprobs":"#);
             }
             Api::Completions => {
                 buf.put_slice(br#"{"index":0,"text":""#);
                 buf.put_slice(text);
-                buf.put_slice(br#"","logprobs":null,"finish_reason":"#);
+                buf.put_slice(br#"","logprobs":"#);
             }
         }
+        match logprobs {
+            Some(logprobs) => self.put_logprobs(&mut buf, logprobs),
+            None => buf.put_slice(b"null"),
+        }
+        buf.put_slice(br#","finish_reason":"#);
         match finish_reason {
             Some(reason) => {
                 buf.put_u8(b'"');
@@ -170,6 +201,18 @@ impl ChunkTemplate {
         }
         buf.put_u8(b'}');
         Self::finish(&mut buf, usage)
+    }
+
+    /// Chat: `{"content":[{"token","logprob","bytes","top_logprobs"}…]}`; completions:
+    /// `{"text_offset":[…],"token_logprobs":[…],"tokens":[…],"top_logprobs":null}`.
+    fn put_logprobs(&self, buf: &mut BytesMut, logprobs: EventLogprobs<'_>) {
+        let mut out = Vec::with_capacity(64 * logprobs.tokens.len());
+        // Writing into memory cannot fail.
+        let _ = match self.api {
+            Api::Chat => write_chat_logprobs(&mut out, logprobs.tokens),
+            Api::Completions => write_completion_logprobs(&mut out, &logprobs),
+        };
+        buf.put_slice(&out);
     }
 
     /// The final usage event: no choices, full usage.
@@ -185,6 +228,47 @@ impl ChunkTemplate {
         buf.put_slice(b"\n\n");
         buf.freeze()
     }
+}
+
+fn write_chat_logprobs(out: &mut Vec<u8>, tokens: &[u8]) -> std::io::Result<()> {
+    out.extend_from_slice(br#"{"content":["#);
+    for (i, &index) in tokens.iter().enumerate() {
+        let word = VOCABULARY[usize::from(index)];
+        if i > 0 {
+            out.push(b',');
+        }
+        write!(
+            out,
+            r#"{{"token":" {word}","logprob":{},"bytes":[32"#,
+            logprob_of(index)
+        )?;
+        for b in word.bytes() {
+            write!(out, ",{b}")?;
+        }
+        out.extend_from_slice(br#"],"top_logprobs":[]}"#);
+    }
+    out.extend_from_slice(b"]}");
+    Ok(())
+}
+
+fn write_completion_logprobs(out: &mut Vec<u8>, lp: &EventLogprobs<'_>) -> std::io::Result<()> {
+    out.extend_from_slice(br#"{"text_offset":["#);
+    let mut offset = lp.text_offset;
+    for (i, &index) in lp.tokens.iter().enumerate() {
+        write!(out, "{}{offset}", if i > 0 { "," } else { "" })?;
+        offset += 1 + VOCABULARY[usize::from(index)].len();
+    }
+    out.extend_from_slice(br#"],"token_logprobs":["#);
+    for (i, &index) in lp.tokens.iter().enumerate() {
+        write!(out, "{}{}", if i > 0 { "," } else { "" }, logprob_of(index))?;
+    }
+    out.extend_from_slice(br#"],"tokens":["#);
+    for (i, &index) in lp.tokens.iter().enumerate() {
+        let word = VOCABULARY[usize::from(index)];
+        write!(out, r#"{}" {word}""#, if i > 0 { "," } else { "" })?;
+    }
+    out.extend_from_slice(br#"],"top_logprobs":null}"#);
+    Ok(())
 }
 
 /// `data: [DONE]`.
@@ -282,7 +366,7 @@ mod tests {
             reasoning: 1,
             cached: 0,
         };
-        let d = parse(&t.delta(Channel::Reasoning, b" a b", Some("stop"), Some(usage)));
+        let d = parse(&t.delta(Channel::Reasoning, b" a b", Some("stop"), Some(usage), None));
         assert_eq!(d["choices"][0]["delta"]["reasoning_content"], " a b");
         assert_eq!(d["choices"][0]["finish_reason"], "stop");
         assert_eq!(d["usage"]["total_tokens"], 5);
@@ -300,8 +384,29 @@ mod tests {
     #[test]
     fn completion_events_and_whole_bodies() {
         let t = ChunkTemplate::new(Api::Completions, "cmpl-1", 7, "m", "reasoning");
-        let d = parse(&t.delta(Channel::Content, b" x", None, None));
+        let d = parse(&t.delta(Channel::Content, b" x", None, None, None));
         assert_eq!(d["choices"][0]["text"], " x");
+        let lp = EventLogprobs {
+            tokens: &[0, 1],
+            text_offset: 5,
+        };
+        let d = parse(&t.delta(Channel::Content, b" the engine", None, None, Some(lp)));
+        let lp = &d["choices"][0]["logprobs"];
+        assert_eq!(lp["tokens"], json!([" the", " engine"]));
+        assert_eq!(lp["text_offset"], json!([5, 9]));
+        assert_eq!(lp["token_logprobs"], json!([-0.125, -0.25]));
+        let t = ChunkTemplate::new(Api::Chat, "c", 7, "m", "reasoning");
+        let lp = EventLogprobs {
+            tokens: &[0],
+            text_offset: 0,
+        };
+        let d = parse(&t.delta(Channel::Content, b" the", None, None, Some(lp)));
+        let content = &d["choices"][0]["logprobs"]["content"];
+        assert_eq!(
+            content,
+            &json!([{"token": " the", "logprob": -0.125,
+            "bytes": [32, 116, 104, 101], "top_logprobs": []}])
+        );
         assert!(d["choices"][0]["finish_reason"].is_null());
         let whole = WholeResponse {
             api: Api::Chat,

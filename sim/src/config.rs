@@ -146,7 +146,8 @@ pub struct FaultConfig {
     /// Reset every Nth request's connection mid-stream.
     #[arg(long = "fault-reset-every", default_value_t = 0)]
     pub reset_every: u64,
-    /// Probability of a mid-stream stall (no bytes for `--fault-stall-ms`).
+    /// Probability of a mid-stream stall: no bytes for `--fault-stall-ms`, then the events the
+    /// engine produced meanwhile arrive together (a network stall; decoding goes on).
     #[arg(long = "fault-stall", default_value_t = 0.0)]
     pub stall: f64,
     /// Stall every Nth request.
@@ -188,7 +189,8 @@ pub struct FaultConfig {
     /// Non-UTF-8 event in every Nth request.
     #[arg(long = "fault-non-utf8-every", default_value_t = 0)]
     pub non_utf8_every: u64,
-    /// Stream faults strike after this many token events (or at the last one, if fewer).
+    /// Stream faults strike after this many token events (or at the last one, if fewer); 0
+    /// strikes before the first token event, right after the role event.
     #[arg(long = "fault-after-chunks", default_value_t = 2)]
     pub after_chunks: u32,
 }

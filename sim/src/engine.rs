@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -16,7 +16,7 @@ use rand::rngs::StdRng;
 use rand::Rng;
 use tokio::sync::{mpsc as tmpsc, oneshot};
 
-use crate::chunk::ChunkTemplate;
+use crate::chunk::{ChunkTemplate, StepText};
 use crate::config::SimConfig;
 use crate::fault::FaultPlan;
 use crate::request::Api;
@@ -35,7 +35,8 @@ pub(crate) enum Frame {
 /// Where a sequence's output goes.
 pub(crate) enum Sink {
     Stream(tmpsc::UnboundedSender<Frame>),
-    Whole(oneshot::Sender<Bytes>),
+    /// Taken when the whole response is sent.
+    Whole(Option<oneshot::Sender<Bytes>>),
 }
 
 /// A request, fully planned (lengths, faults, envelope), handed to the engine.
@@ -55,6 +56,8 @@ pub(crate) struct Job {
     pub finish_reason: &'static str,
     pub include_usage: bool,
     pub continuous_usage: bool,
+    /// Token logprobs in every token event.
+    pub logprobs: bool,
     pub faults: FaultPlan,
     pub rng: StdRng,
     pub sink: Sink,
@@ -121,13 +124,39 @@ pub(crate) fn acceptance_for_mean(mean: f64, draft_tokens: u32) -> f64 {
     (lo + hi) / 2.0
 }
 
-/// Starts the scheduler thread. It ends when every `Sender<Job>` is dropped.
-pub(crate) fn spawn_engine(params: EngineParams) -> io::Result<(Sender<Job>, JoinHandle<()>)> {
+/// What the scheduler thread receives.
+enum Message {
+    Job(Box<Job>),
+    Stop,
+}
+
+/// Submits jobs to the scheduler thread and stops it.
+#[derive(Clone)]
+pub(crate) struct EngineHandle {
+    tx: Sender<Message>,
+}
+
+impl EngineHandle {
+    /// Queues a job; false when the engine has stopped.
+    pub(crate) fn submit(&self, job: Job) -> bool {
+        self.tx.send(Message::Job(Box::new(job))).is_ok()
+    }
+
+    /// Makes the scheduler drop every sequence (ending their responses) and exit, even while
+    /// some connection still holds a handle.
+    pub(crate) fn stop(&self) {
+        let _ = self.tx.send(Message::Stop);
+    }
+}
+
+/// Starts the scheduler thread. It ends on [`EngineHandle::stop`] or when every handle is
+/// dropped.
+pub(crate) fn spawn_engine(params: EngineParams) -> io::Result<(EngineHandle, JoinHandle<()>)> {
     let (tx, rx) = mpsc::channel();
     let thread = std::thread::Builder::new()
         .name("sim-engine".into())
         .spawn(move || Scheduler::new(params).run(rx))?;
-    Ok((tx, thread))
+    Ok((EngineHandle { tx }, thread))
 }
 
 struct Scheduler {
@@ -136,7 +165,7 @@ struct Scheduler {
     running: Vec<Running>,
     prefill_free_at: Instant,
     busy_until: Instant,
-    scratch: Vec<u8>,
+    scratch: StepText,
 }
 
 impl Scheduler {
@@ -148,35 +177,40 @@ impl Scheduler {
             running: Vec::new(),
             prefill_free_at: now,
             busy_until: now,
-            scratch: Vec::with_capacity(256),
+            scratch: StepText::default(),
         }
     }
 
-    fn run(mut self, rx: Receiver<Job>) {
+    fn run(mut self, rx: Receiver<Message>) {
         loop {
-            while let Ok(job) = rx.try_recv() {
-                self.waiting.push_back(job);
+            loop {
+                match rx.try_recv() {
+                    Ok(Message::Job(job)) => self.waiting.push_back(*job),
+                    Ok(Message::Stop) | Err(TryRecvError::Disconnected) => return,
+                    Err(TryRecvError::Empty) => break,
+                }
             }
             self.admit(Instant::now());
-            let Some(next) = self.next_step_at() else {
-                match rx.recv() {
-                    Ok(job) => self.waiting.push_back(job),
-                    Err(_) => return,
-                }
-                continue;
-            };
-            let now = Instant::now();
-            if next > now {
-                match rx.recv_timeout(next - now) {
-                    Ok(job) => {
-                        self.waiting.push_back(job);
+            let message = match self.next_step_at() {
+                None => rx.recv().map_err(|_| ()),
+                Some(next) => match next.checked_duration_since(Instant::now()) {
+                    None => {
+                        self.step(next);
                         continue;
                     }
-                    Err(RecvTimeoutError::Timeout) => {}
-                    Err(RecvTimeoutError::Disconnected) => return,
-                }
+                    Some(wait) => match rx.recv_timeout(wait) {
+                        Err(RecvTimeoutError::Timeout) => {
+                            self.step(next);
+                            continue;
+                        }
+                        other => other.map_err(|_| ()),
+                    },
+                },
+            };
+            match message {
+                Ok(Message::Job(job)) => self.waiting.push_back(*job),
+                Ok(Message::Stop) | Err(()) => return,
             }
-            self.step(next);
         }
     }
 
@@ -200,6 +234,7 @@ impl Scheduler {
                 faulted: false,
                 reasoning_text: Vec::new(),
                 content_text: Vec::new(),
+                content_bytes: 0,
             });
         }
     }

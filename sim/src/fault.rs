@@ -12,16 +12,6 @@ pub(crate) enum HttpFault {
     Unavailable,
 }
 
-impl HttpFault {
-    pub(crate) fn status(self) -> u16 {
-        match self {
-            HttpFault::TooManyRequests => 429,
-            HttpFault::Internal => 500,
-            HttpFault::Unavailable => 503,
-        }
-    }
-}
-
 /// The faults that strike one request.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct FaultPlan {

@@ -28,7 +28,10 @@
 //! role event and with `text` instead of deltas. With `stream_options.continuous_usage_stats`
 //! every event carries cumulative usage. Usage reports `prompt_tokens`, `completion_tokens`
 //! (reasoning included), `total_tokens`, `prompt_tokens_details.cached_tokens` and
-//! `completion_tokens_details.reasoning_tokens`.
+//! `completion_tokens_details.reasoning_tokens`. With `logprobs` (chat: `true`; completions: a
+//! number) every token event lists its tokens with made-up log probabilities (chat:
+//! `logprobs.content[]`; completions: `tokens`, `token_logprobs`, `text_offset`), so a client
+//! can count the tokens of each event; whole responses carry no logprobs.
 //!
 //! # Prompt token rule
 //! One token per whitespace-separated word; see [`request`] for every prompt form. Generated
@@ -41,7 +44,8 @@
 //!
 //! # Faults
 //! See [`FaultConfig`]. Stream faults are extra events (malformed JSON, non-UTF-8 bytes, an
-//! oversize line), a stall, or a TCP reset, injected after `after_chunks` token events.
+//! oversize line), a stall, or a TCP reset, injected after `after_chunks` token events. A reset
+//! comes 10 ms after the last event was handed over, so the events before it reach the client.
 //!
 //! # Truth log
 //! With `truth_log` set, one JSON line per SSE event handed to the connection:
@@ -65,4 +69,4 @@ mod truth;
 pub use config::{FaultConfig, ReasoningField, SimConfig};
 pub use request::{count_tokens, Api};
 pub use server::{SimHandle, SimServer};
-pub use truth::mono_now_ns;
+pub use truth::{mono_now_ns, raise_open_file_limit};

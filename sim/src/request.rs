@@ -56,6 +56,8 @@ pub struct ParsedRequest {
     pub ignore_eos: bool,
     /// False when `chat_template_kwargs.enable_thinking` is false: no reasoning phase.
     pub thinking: bool,
+    /// Token logprobs asked for (chat: `"logprobs": true`; completions: `"logprobs": N`).
+    pub logprobs: bool,
 }
 
 /// Tokens in a text under the documented rule: whitespace-separated words.
@@ -116,8 +118,14 @@ pub fn parse_request(
         .and_then(|k| k.get("enable_thinking"))
         .and_then(Value::as_bool)
         .unwrap_or(true);
+    let logprobs = match obj.get("logprobs") {
+        Some(Value::Bool(on)) => *on,
+        Some(Value::Number(_)) => api == Api::Completions,
+        _ => false,
+    };
     Ok(ParsedRequest {
         api,
+        logprobs,
         model: obj.get("model").and_then(Value::as_str).map(str::to_owned),
         prompt_words: words,
         prompt_tokens,

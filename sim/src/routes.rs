@@ -3,7 +3,7 @@
 
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc::Sender, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -19,7 +19,7 @@ use tokio::sync::{mpsc as tmpsc, oneshot};
 use crate::body::{SimBody, SseStream};
 use crate::chunk::ChunkTemplate;
 use crate::config::SimConfig;
-use crate::engine::{Job, Sink};
+use crate::engine::{EngineHandle, Job, Sink};
 use crate::fault::{plan_faults, HttpFault};
 use crate::prefix::{fnv1a, fnv1a_start, PrefixCache};
 use crate::request::{parse_request, Api, ParsedRequest};
@@ -31,7 +31,7 @@ const MAX_REQUEST_BYTES: usize = 64 << 20;
 /// What every connection shares.
 pub(crate) struct State {
     pub(crate) config: SimConfig,
-    pub(crate) jobs: Sender<Job>,
+    pub(crate) engine: EngineHandle,
     pub(crate) arrivals: AtomicU64,
     pub(crate) truth: Option<TruthSender>,
     pub(crate) prefix_cache: Option<Mutex<PrefixCache>>,
@@ -143,7 +143,6 @@ fn http_fault(fault: HttpFault) -> Response<SimBody> {
             .headers_mut()
             .insert("retry-after", HeaderValue::from_static("1"));
     }
-    debug_assert_eq!(status.as_u16(), fault.status());
     response
 }
 
@@ -184,6 +183,7 @@ fn plan_job(
     let api = parsed.api;
     let prompt_tokens = parsed.prompt_tokens;
     let (include_usage, continuous_usage) = (parsed.include_usage, parsed.continuous_usage);
+    let logprobs = parsed.logprobs;
     move |sink| Job {
         api,
         id,
@@ -198,6 +198,7 @@ fn plan_job(
         finish_reason,
         include_usage,
         continuous_usage,
+        logprobs,
         faults,
         rng,
         sink,
@@ -220,7 +221,7 @@ async fn run_job(
     };
     if !parsed.stream {
         let (tx, rx) = oneshot::channel();
-        if state.jobs.send(make_job(Sink::Whole(tx))).is_err() {
+        if !state.engine.submit(make_job(Sink::Whole(Some(tx)))) {
             return unavailable();
         }
         return match rx.await {
@@ -229,7 +230,7 @@ async fn run_job(
         };
     }
     let (tx, rx) = tmpsc::unbounded_channel();
-    if state.jobs.send(make_job(Sink::Stream(tx))).is_err() {
+    if !state.engine.submit(make_job(Sink::Stream(tx))) {
         return unavailable();
     }
     let truth = state.truth.as_ref().map(|tx| {
@@ -241,6 +242,7 @@ async fn run_job(
         truth,
         chunk_index: 0,
         stall: None,
+        reset_due: false,
         socket,
     };
     let mut response = Response::new(SimBody::Stream(Box::new(stream)));

@@ -3,9 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc as tmpsc;
+use tokio::sync::oneshot;
 
-use crate::chunk::{done_event, push_tokens, Channel, UsageCounts, WholeResponse};
+use crate::chunk::{done_event, Channel, EventLogprobs, StepText, UsageCounts, WholeResponse};
 use crate::engine::{EngineParams, Frame, Job, Sink};
 use crate::request::Api;
 
@@ -19,6 +19,8 @@ pub(crate) struct Running {
     pub(crate) faulted: bool,
     pub(crate) reasoning_text: Vec<u8>,
     pub(crate) content_text: Vec<u8>,
+    /// Bytes of content streamed so far (completions logprobs `text_offset`).
+    pub(crate) content_bytes: usize,
 }
 
 /// Whether a sequence goes on after a step.
@@ -28,11 +30,11 @@ pub(crate) enum Outcome {
 }
 
 /// Emits one decode step of a sequence.
-pub(crate) fn advance(params: &EngineParams, seq: &mut Running, scratch: &mut Vec<u8>) -> Outcome {
+pub(crate) fn advance(params: &EngineParams, seq: &mut Running, scratch: &mut StepText) -> Outcome {
     let job = &mut seq.job;
     let streaming = matches!(job.sink, Sink::Stream(_));
     if let Sink::Whole(tx) = &job.sink {
-        if tx.is_closed() {
+        if tx.as_ref().is_none_or(oneshot::Sender::is_closed) {
             return Outcome::Done;
         }
     }
@@ -62,8 +64,7 @@ pub(crate) fn advance(params: &EngineParams, seq: &mut Running, scratch: &mut Ve
     } else {
         (Channel::Content, n.min(job.completion_target - seq.emitted))
     };
-    scratch.clear();
-    push_tokens(&mut job.rng, n, scratch);
+    scratch.generate(&mut job.rng, n);
     seq.emitted += n;
     seq.token_events += 1;
     let finished = seq.emitted >= job.completion_target;
@@ -72,7 +73,7 @@ pub(crate) fn advance(params: &EngineParams, seq: &mut Running, scratch: &mut Ve
             Channel::Reasoning => &mut seq.reasoning_text,
             Channel::Content => &mut seq.content_text,
         };
-        text.extend_from_slice(scratch);
+        text.extend_from_slice(&scratch.text);
         if finished {
             finish_whole(seq);
             return Outcome::Done;
@@ -81,10 +82,15 @@ pub(crate) fn advance(params: &EngineParams, seq: &mut Running, scratch: &mut Ve
     }
     let usage = job.continuous_usage.then(|| usage_at(job, seq.emitted));
     let reason = finished.then_some(job.finish_reason);
-    if !send(
-        job,
-        Frame::Event(job.template.delta(channel, scratch, reason, usage)),
-    ) {
+    let logprobs = job.logprobs.then_some(EventLogprobs {
+        tokens: &scratch.tokens,
+        text_offset: seq.content_bytes,
+    });
+    let event = job
+        .template
+        .delta(channel, &scratch.text, reason, usage, logprobs);
+    seq.content_bytes += scratch.text.len();
+    if !send(job, Frame::Event(event)) {
         return Outcome::Done;
     }
     let strike = job.faults.has_mid_stream()
@@ -120,7 +126,7 @@ fn inject_faults(job: &Job) -> bool {
             job,
             Frame::Event(
                 job.template
-                    .delta(Channel::Content, b" \xff\xfe", None, None),
+                    .delta(Channel::Content, b" \xff\xfe", None, None, None),
             ),
         );
     }
@@ -128,7 +134,10 @@ fn inject_faults(job: &Job) -> bool {
         let text = vec![b'x'; size];
         send(
             job,
-            Frame::Event(job.template.delta(Channel::Content, &text, None, None)),
+            Frame::Event(
+                job.template
+                    .delta(Channel::Content, &text, None, None, None),
+            ),
         );
     }
     if let Some(ms) = faults.stall_ms {
@@ -172,8 +181,9 @@ fn finish_whole(seq: &mut Running) {
         usage: usage_at(job, seq.emitted),
     }
     .to_bytes();
-    let placeholder = Sink::Stream(tmpsc::unbounded_channel().0);
-    if let Sink::Whole(tx) = std::mem::replace(&mut job.sink, placeholder) {
-        let _ = tx.send(body);
+    if let Sink::Whole(tx) = &mut job.sink {
+        if let Some(tx) = tx.take() {
+            let _ = tx.send(body);
+        }
     }
 }

@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 
 use crate::config::SimConfig;
-use crate::engine::{spawn_engine, EngineParams};
+use crate::engine::{spawn_engine, EngineHandle, EngineParams};
 use crate::prefix::PrefixCache;
 use crate::routes::{handle, State};
 use crate::truth::TruthLog;
@@ -29,6 +29,7 @@ pub struct SimServer {
     stop: Option<oneshot::Sender<()>>,
     accept: Option<tokio::task::JoinHandle<()>>,
     engine: Option<JoinHandle<()>>,
+    engine_handle: EngineHandle,
     truth: Option<TruthLog>,
 }
 
@@ -44,7 +45,7 @@ impl SimServer {
             }
             None => (None, None),
         };
-        let (jobs, engine) = spawn_engine(EngineParams::from_config(&config))?;
+        let (engine_handle, engine) = spawn_engine(EngineParams::from_config(&config))?;
         let prefix_cache = config.prefix_cache.then(|| {
             Mutex::new(PrefixCache::new(
                 config.prefix_cache_block,
@@ -53,7 +54,7 @@ impl SimServer {
         });
         let state = Arc::new(State {
             config,
-            jobs,
+            engine: engine_handle.clone(),
             arrivals: AtomicU64::new(0),
             truth: truth_tx,
             prefix_cache,
@@ -65,6 +66,7 @@ impl SimServer {
             stop: Some(stop),
             accept: Some(accept),
             engine: Some(engine),
+            engine_handle,
             truth,
         })
     }
@@ -82,8 +84,9 @@ impl SimServer {
         if let Some(accept) = self.accept.take() {
             let _ = accept.await;
         }
-        // The engine ends once the last connection (holding the job sender) is gone, and the
-        // truth log once the last response body is gone.
+        // Requests still being answered (h2 streams run outside the connection tasks) end
+        // when the engine drops their sequences; the truth log ends with the last body.
+        self.engine_handle.stop();
         let engine = self.engine.take();
         let truth = self.truth.take();
         tokio::task::spawn_blocking(move || {
@@ -144,6 +147,7 @@ impl Drop for SimServer {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
+        self.engine_handle.stop();
     }
 }
 

@@ -25,6 +25,28 @@ pub fn mono_now_ns() -> u64 {
         .wrapping_add(ts.tv_nsec as u64)
 }
 
+/// Raises this process's soft limit on open files to its hard limit, so one server can hold
+/// thousands of connections; returns the new limit.
+pub fn raise_open_file_limit() -> io::Result<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: both calls are given a valid, writable rlimit.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        limit.rlim_cur = limit.rlim_max;
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    // `rlim_t` is u64 on 64-bit Linux but not on every target.
+    #[allow(clippy::unnecessary_cast)]
+    Ok(limit.rlim_cur as u64)
+}
+
 /// One truth log line.
 pub(crate) struct TruthRecord {
     /// The request id, already JSON-encoded (quoted and escaped).
@@ -156,6 +178,11 @@ mod tests {
             push_decimal(&mut out, n);
             assert_eq!(String::from_utf8(out).unwrap(), n.to_string());
         }
+    }
+
+    #[test]
+    fn open_file_limit_is_at_least_the_default() {
+        assert!(raise_open_file_limit().unwrap() >= 256);
     }
 
     #[test]

@@ -318,3 +318,93 @@ fn background_handle_serves_and_stops() {
     handle.shutdown().unwrap();
     assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
 }
+
+#[tokio::test]
+async fn logprobs_list_every_token_of_each_event() {
+    let server = start(SimConfig {
+        spec_tokens_mean: 2.5,
+        ..fast_config()
+    })
+    .await;
+    let addr = server.local_addr();
+    let body = completion(
+        "x",
+        json!({"logprobs": 0, "max_tokens": 40, "ignore_eos": true}),
+    );
+    let reply = post(addr, "/v1/completions", &body, None).await;
+    let mut offset = 0;
+    let mut total = 0;
+    for event in reply.with_text("text") {
+        let json = event.json().unwrap();
+        let lp = &json["choices"][0]["logprobs"];
+        let tokens: Vec<&str> = lp["tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap())
+            .collect();
+        let text = event.text("text").unwrap();
+        assert_eq!(tokens.concat(), text);
+        assert_eq!(lp["text_offset"][0], offset);
+        assert_eq!(lp["token_logprobs"].as_array().unwrap().len(), tokens.len());
+        offset += text.len();
+        total += tokens.len();
+    }
+    assert_eq!(total, 40);
+
+    let body = chat(
+        "x",
+        json!({"logprobs": true, "max_tokens": 10, "ignore_eos": true}),
+    );
+    let reply = post(addr, "/v1/chat/completions", &body, None).await;
+    for event in reply.with_text("content") {
+        let json = event.json().unwrap();
+        let content = json["choices"][0]["logprobs"]["content"]
+            .as_array()
+            .unwrap();
+        assert_eq!(
+            content.len() as u32,
+            count_tokens(&event.text("content").unwrap())
+        );
+    }
+    let without = post(addr, "/v1/chat/completions", &chat("x", json!({})), None).await;
+    let event = without.with_text("content").next().unwrap().json().unwrap();
+    assert!(event["choices"][0]["logprobs"].is_null());
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn shutdown_ends_requests_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = SimConfig {
+        truth_log: Some(dir.path().join("t.jsonl")),
+        ..fast_config()
+    };
+    let server = start(config).await;
+    let addr = server.local_addr();
+    let endless = json!({"max_tokens": 10_000_000, "ignore_eos": true});
+    let mut whole = chat("x", endless.clone());
+    whole["stream"] = json!(false);
+    let h2_whole =
+        tokio::spawn(async move { send(addr, "/v1/chat/completions", &whole, None, true).await });
+    let h2_stream = {
+        let body = chat("x", endless.clone());
+        tokio::spawn(async move { send(addr, "/v1/chat/completions", &body, None, true).await })
+    };
+    let h1_stream = tokio::spawn(async move {
+        post(addr, "/v1/completions", &completion("x", endless), None).await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    tokio::time::timeout(std::time::Duration::from_secs(10), server.shutdown())
+        .await
+        .expect("shutdown waited for endless requests")
+        .unwrap();
+    // Every request ended without completing: an error reply, a broken body, or no response.
+    for task in [h2_whole, h2_stream, h1_stream] {
+        let ended_early = match task.await {
+            Ok(reply) => !reply.events.iter().any(Event::is_done) && reply.body.len() < 1 << 20,
+            Err(join_error) => join_error.is_panic(),
+        };
+        assert!(ended_early);
+    }
+}

@@ -122,8 +122,17 @@ async fn reset_aborts_the_stream() {
 
 #[tokio::test]
 async fn reset_is_a_tcp_rst() {
+    for after_chunks in [0, 2] {
+        reset_after(after_chunks).await;
+    }
+}
+
+/// Reads a raw HTTP/1.1 response until the connection ends; the events written before the
+/// fault (role, then `after_chunks` token events) must arrive before the reset.
+async fn reset_after(after_chunks: u32) {
     let server = start(FaultConfig {
         reset: 1.0,
+        after_chunks,
         ..Default::default()
     })
     .await;
@@ -141,16 +150,22 @@ async fn reset_is_a_tcp_rst() {
         );
         stream.write_all(request.as_bytes()).unwrap();
         let mut buf = [0u8; 4096];
+        let mut received = Vec::new();
         loop {
             match stream.read(&mut buf) {
-                Ok(0) => return Ok(()),
-                Ok(_) => continue,
-                Err(err) => return Err(err.kind()),
+                Ok(0) => return (received, Ok(())),
+                Ok(n) => received.extend_from_slice(&buf[..n]),
+                Err(err) => return (received, Err(err.kind())),
             }
         }
     })
     .await
     .unwrap();
+    let (received, outcome) = outcome;
+    let text = String::from_utf8_lossy(&received);
+    let expected = 1 + after_chunks as usize;
+    assert!(text.matches("data: ").count() >= expected, "{text}");
+    assert!(!text.contains("[DONE]"));
     assert_eq!(outcome, Err(std::io::ErrorKind::ConnectionReset));
     server.shutdown().await.unwrap();
 }
@@ -176,6 +191,21 @@ async fn stall_writes_nothing_for_its_length() {
         .map(|(_, g)| *g)
         .max();
     assert!(longest_other.unwrap() < gaps[1], "{gaps:?}");
+}
+
+#[tokio::test]
+async fn stall_before_the_first_token() {
+    let faults = FaultConfig {
+        stall_every: 1,
+        stall_ms: 300,
+        after_chunks: 0,
+        ..Default::default()
+    };
+    let reply = one_chat(faults).await;
+    let role = reply.events[0].at;
+    let first_token = reply.with_text("content").next().unwrap().at;
+    assert!(first_token - role >= Duration::from_millis(250));
+    assert!(reply.events.last().unwrap().is_done());
 }
 
 #[tokio::test]

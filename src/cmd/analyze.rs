@@ -5,8 +5,9 @@ use serde_json::{Map, Value};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use tokentrace_analyzer::analysis::{self, Analysis, AnalyzeOptions};
+use tokentrace_analyzer::analysis::{self, Analysis, AnalyzeOptions, Bootstrap};
 use tokentrace_analyzer::dataset::Dataset;
+use tokentrace_analyzer::facts::FactsOptions;
 use tokentrace_analyzer::groups::{self, GroupBy};
 use tokentrace_analyzer::protocol::{builtin, Protocol};
 use tokentrace_analyzer::report::{self, requests, table};
@@ -56,6 +57,16 @@ pub struct Args {
     /// Count warmup requests too.
     #[arg(long)]
     pub include_warmup: bool,
+    /// Add bootstrap confidence intervals of each metric's mean and percentiles with this
+    /// many resamples (tokentrace's own report layout; seeded, so reproducible).
+    #[arg(long, value_name = "RESAMPLES")]
+    pub bootstrap: Option<usize>,
+    /// Confidence level of --bootstrap intervals.
+    #[arg(long, default_value_t = 0.95)]
+    pub confidence: f64,
+    /// Threads decoding trace blocks (default: the available cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
 }
 
 /// Runs `tokentrace analyze`.
@@ -66,20 +77,38 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let protocol = builtin::resolve(args.protocol.as_deref(), args.protocol_file.as_deref())?;
     let group_by = GroupBy::parse(&args.group_by).map_err(anyhow::Error::msg)?;
     let options = options(&protocol, &args.slos, args.include_warmup)?;
-    let dataset = Dataset::load(&args.traces, analysis::facts_options(&protocol, &options))?;
+    let facts = FactsOptions {
+        threads: args.threads.unwrap_or_else(default_threads),
+        ..analysis::facts_options(&protocol, &options)
+    };
+    let dataset = Dataset::load(&args.traces, facts)?;
     for trace in &dataset.traces {
         for warning in &trace.warnings {
             eprintln!("warning: {}: {warning}", trace.path.display());
         }
     }
-    let text = render(&protocol, &dataset, &group_by, &options, args.format)?;
-    match &args.output {
-        Some(path) => {
-            std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?
-        }
-        None => std::io::stdout().lock().write_all(text.as_bytes())?,
+    let mut out: Box<dyn Write> = match &args.output {
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        )),
+        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    };
+    if !(0.5..1.0).contains(&args.confidence) {
+        anyhow::bail!("--confidence must be in [0.5, 1)");
     }
+    let bootstrap = args.bootstrap.map(|resamples| Bootstrap {
+        resamples,
+        confidence: args.confidence,
+        seed: 0x5eed,
+    });
+    render(&protocol, &dataset, &group_by, &options, bootstrap, args.format, &mut out)?;
+    out.flush().context("writing the report")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The cores this process may use.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Parses the SLOs against the protocol.
@@ -98,58 +127,51 @@ pub fn options(
     })
 }
 
-/// The whole output of `analyze` as text.
+/// Writes the whole output of `analyze`.
 fn render(
     protocol: &Protocol,
     dataset: &Dataset,
     group_by: &GroupBy,
     options: &AnalyzeOptions,
+    bootstrap: Option<Bootstrap>,
     format: Format,
-) -> anyhow::Result<String> {
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
     let groups = groups::groups(dataset, group_by);
     let grouped = *group_by != GroupBy::All;
     let analyses: Vec<(String, Analysis<'_>)> = groups
         .iter()
         .map(|(name, traces)| {
-            (
-                name.clone(),
-                Analysis::new(protocol, dataset, traces, options),
-            )
+            let mut analysis = Analysis::new(protocol, dataset, traces, options);
+            analysis.bootstrap = bootstrap;
+            (name.clone(), analysis)
         })
         .collect();
-    let mut out = Vec::new();
     match format {
         Format::Table => {
             for (i, (name, analysis)) in analyses.iter().enumerate() {
                 if i > 0 {
-                    out.push(b'\n');
+                    out.write_all(b"\n")?;
                 }
-                let title = if grouped {
-                    format!("[{name}] ")
-                } else {
-                    String::new()
-                };
-                out.extend_from_slice(table::render(analysis, &title).as_bytes());
+                let title = if grouped { format!("[{name}] ") } else { String::new() };
+                out.write_all(table::render(analysis, &title).as_bytes())?;
             }
         }
+        Format::Json if grouped => {
+            let map: Map<String, Value> = analyses
+                .iter()
+                .map(|(name, a)| (name.clone(), report::json_report(a)))
+                .collect();
+            serde_json::to_writer_pretty(&mut *out, &serde_json::json!({ "groups": map }))?;
+            out.write_all(b"\n")?;
+        }
         Format::Json => {
-            let value = if grouped {
-                let map: Map<String, Value> = analyses
-                    .iter()
-                    .map(|(name, a)| (name.clone(), report::json_report(a)))
-                    .collect();
-                serde_json::json!({ "groups": map })
-            } else {
-                analyses
-                    .first()
-                    .map(|(_, a)| report::json_report(a))
-                    .unwrap_or(Value::Null)
-            };
-            serde_json::to_writer_pretty(&mut out, &value)?;
-            out.push(b'\n');
+            for (_, analysis) in &analyses {
+                report::write_json(analysis, out)?;
+            }
         }
         Format::Csv | Format::Jsonl => {
-            let mut rows = Vec::new();
+            let mut writer = requests::RowWriter::new(format == Format::Csv);
             for (name, analysis) in &analyses {
                 for row in requests::rows(analysis) {
                     let mut with_group = Map::new();
@@ -157,15 +179,10 @@ fn render(
                         with_group.insert("group".into(), Value::String(name.clone()));
                     }
                     with_group.extend(row);
-                    rows.push(with_group);
+                    writer.write(&with_group, out)?;
                 }
-            }
-            if format == Format::Csv {
-                requests::write_csv(&rows, &mut out)?;
-            } else {
-                requests::write_jsonl(&rows, &mut out)?;
             }
         }
     }
-    Ok(String::from_utf8(out)?)
+    Ok(())
 }

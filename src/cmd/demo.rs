@@ -96,6 +96,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         group_by: "all".into(),
         slos: Vec::new(),
         include_warmup: false,
+        bootstrap: None,
+        confidence: 0.95,
+        threads: None,
     })?;
     let trace = args.output.display();
     println!();

@@ -1,10 +1,11 @@
-//! `tokentrace sim`: runs the OpenAI-compatible engine simulator until Ctrl-C.
+//! `tokentrace sim`: runs the OpenAI-compatible engine simulator until Ctrl-C or SIGTERM.
 
 use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
 
 use anyhow::Context;
 use tokentrace_sim::{SimConfig, SimServer};
+use tokio::signal::unix::{signal, SignalKind};
 
 /// Arguments of `tokentrace sim`.
 #[derive(clap::Args)]
@@ -36,18 +37,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .build()
     }
     .context("starting the runtime")?;
+    // Thousands of concurrent streams need more descriptors than the usual soft limit; running
+    // with the default limit still works, so a failure here is not fatal.
+    let _ = tokentrace_sim::raise_open_file_limit();
     runtime.block_on(async move {
         let addr = SocketAddr::new(args.host, args.port);
         let server = SimServer::start(args.config, addr)
             .await
             .with_context(|| format!("listening on {addr}"))?;
+        // Installed before the address is printed: whoever reads it may signal at once.
+        let mut interrupt = signal(SignalKind::interrupt()).context("installing SIGINT")?;
+        let mut terminate = signal(SignalKind::terminate()).context("installing SIGTERM")?;
         println!(
             "tokentrace sim listening on http://{}/v1",
             server.local_addr()
         );
-        tokio::signal::ctrl_c()
-            .await
-            .context("waiting for Ctrl-C")?;
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
         server.shutdown().await.context("shutting down")?;
         Ok(ExitCode::SUCCESS)
     })

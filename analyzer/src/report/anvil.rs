@@ -10,6 +10,7 @@ use crate::protocol::{Protocol, Stat};
 use crate::summary::{self, number, Rows, RunContext};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
+use std::io::Write;
 
 /// The `metrics` object: every summarized metric's statistics under its flat keys, and the
 /// aggregates, sorted by key.
@@ -42,8 +43,72 @@ pub fn metrics(protocol: &Protocol, rows: &dyn Rows, run: &RunContext) -> Map<St
     out.into_iter().collect()
 }
 
+/// Placeholder of `request_timings` while the rest of the report is built.
+const TIMINGS_PLACEHOLDER: &str = "\u{0}request_timings\u{0}";
+
 /// The whole report of one analysis.
 pub fn report(analysis: &Analysis<'_>) -> Value {
+    let mut report = skeleton(analysis);
+    let timings: Vec<Value> = timing_rows(analysis).map(Value::Object).collect();
+    if let Value::Object(map) = &mut report {
+        map.insert("request_timings".into(), Value::Array(timings));
+    }
+    report
+}
+
+/// Writes the report as pretty JSON, streaming `request_timings` one request at a time so a
+/// million-request trace never holds its rows in memory at once.
+pub fn write_report(analysis: &Analysis<'_>, out: &mut dyn Write) -> std::io::Result<()> {
+    let text = serde_json::to_string_pretty(&skeleton(analysis))?;
+    let marker = serde_json::to_string(TIMINGS_PLACEHOLDER)?;
+    let Some(at) = text.find(&marker) else {
+        return out.write_all(text.as_bytes());
+    };
+    out.write_all(&text.as_bytes()[..at])?;
+    let mut first = true;
+    for row in timing_rows(analysis) {
+        out.write_all(if first { b"[\n" } else { b",\n" })?;
+        first = false;
+        let row = serde_json::to_string_pretty(&Value::Object(row))?;
+        for (n, line) in row.lines().enumerate() {
+            if n > 0 {
+                out.write_all(b"\n")?;
+            }
+            out.write_all(b"    ")?;
+            out.write_all(line.as_bytes())?;
+        }
+    }
+    out.write_all(if first { b"[]" } else { b"\n  ]" })?;
+    out.write_all(&text.as_bytes()[at + marker.len()..])
+}
+
+/// Every request of the counted phases in (trace, id) order, with its index as the harness
+/// numbers them and whether it counted.
+fn indexed(analysis: &Analysis<'_>) -> Vec<(usize, bool)> {
+    let mut all: Vec<(usize, bool)> = analysis.counted.iter().map(|&i| (i, true)).collect();
+    all.extend(analysis.failed.iter().map(|&i| (i, false)));
+    all.sort_unstable();
+    all
+}
+
+/// `request_timings` rows, lazily.
+fn timing_rows<'a>(analysis: &'a Analysis<'a>) -> impl Iterator<Item = Map<String, Value>> + 'a {
+    let mut counted = analysis.counted.clone();
+    counted.sort_unstable();
+    indexed(analysis)
+        .into_iter()
+        .enumerate()
+        .filter(|(_, (_, is_counted))| *is_counted)
+        .map(move |(index, (i, _))| {
+            let row = counted.binary_search(&i).unwrap_or(0);
+            let mut fields = request_row(analysis, row);
+            fields.insert("request_index".into(), json!(index));
+            sorted(fields)
+        })
+}
+
+/// The report with `request_timings` as a placeholder.
+fn skeleton(analysis: &Analysis<'_>) -> Value {
     let protocol = analysis.protocol;
     let dataset = analysis.dataset;
     let first = analysis
@@ -58,25 +123,15 @@ pub fn report(analysis: &Analysis<'_>) -> Value {
             .or_else(|| manifest.workload.get(key).cloned())
     };
 
-    // Every request of the counted phases, in (trace, id) order, indexed as the harness does.
-    let mut all: Vec<(usize, bool)> = analysis.counted.iter().map(|&i| (i, true)).collect();
-    all.extend(analysis.failed.iter().map(|&i| (i, false)));
-    all.sort_unstable();
-    let mut timings = Vec::with_capacity(analysis.counted.len());
+    let all = indexed(analysis);
     let mut failures = Vec::new();
     let mut planned: BTreeMap<u64, u64> = BTreeMap::new();
-    let mut row = 0;
     for (index, &(i, counted)) in all.iter().enumerate() {
         let r = &dataset.requests[i];
         if let Some(p) = r.planned_input_tokens {
             *planned.entry(u64::from(p)).or_default() += 1;
         }
-        if counted {
-            let mut fields = request_row(analysis, row);
-            fields.insert("request_index".into(), json!(index));
-            timings.push(sorted(fields));
-            row += 1;
-        } else {
+        if !counted {
             failures.push(json!({
                 "error": r.error,
                 "http_status": r.http_status,
@@ -149,7 +204,7 @@ pub fn report(analysis: &Analysis<'_>) -> Value {
         "measurement_protocol": protocol.name,
         "metrics": metrics(protocol, analysis, &analysis.run),
         "model": manifest.model,
-        "request_timings": timings,
+        "request_timings": TIMINGS_PLACEHOLDER,
         "requests": analysis.run.completed + analysis.run.failed,
         "run_id": label("run_id").unwrap_or_else(|| json!(format!("benchmark-{}", compact_stamp(started_ns)))),
         "schema": "anvil-serving.benchmark/v1",

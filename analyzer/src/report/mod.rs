@@ -22,6 +22,16 @@ pub fn json_report(analysis: &Analysis<'_>) -> Value {
     }
 }
 
+/// Writes the report of one analysis as pretty JSON (streaming per-request rows where the
+/// layout has them), followed by a newline.
+pub fn write_json(analysis: &Analysis<'_>, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    match analysis.protocol.report {
+        ReportShape::AnvilBenchmarkV1 => anvil::write_report(analysis, out)?,
+        _ => serde_json::to_writer_pretty(&mut *out, &json_report(analysis))?,
+    }
+    out.write_all(b"\n")
+}
+
 /// A label value as JSON: numbers, booleans, null, objects and arrays when it parses as JSON,
 /// otherwise the string itself.
 pub fn label_value(text: &str) -> Value {

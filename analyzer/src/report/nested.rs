@@ -1,6 +1,7 @@
 //! tokentrace's own report layout: `metrics.NAME.STAT` in protocol order.
 
-use crate::analysis::Analysis;
+use crate::analysis::{Analysis, Bootstrap};
+use crate::{quantity, stats};
 use crate::methodology;
 use crate::protocol::Stat;
 use crate::summary::{self, number};
@@ -37,6 +38,10 @@ pub fn report(analysis: &Analysis<'_>) -> Value {
             };
             stats.insert(protocol.stat_key(stat), v);
         }
+        if let Some(b) = analysis.bootstrap {
+            let wanted: Vec<Stat> = protocol.stats_of(def).to_vec();
+            stats.insert("ci".into(), confidence_intervals(analysis, m.metric, &wanted, b));
+        }
         metrics.insert(def.name.clone(), Value::Object(stats));
     }
     let aggregates: Map<String, Value> = summary::aggregates(protocol, analysis, &analysis.run)
@@ -69,4 +74,26 @@ pub fn report(analysis: &Analysis<'_>) -> Value {
         "slo": slos,
         "timing_methodology": methodology,
     })
+}
+
+/// `{"confidence": c, STAT: [low, high], …}` for the mean, median and percentiles of a metric.
+/// Samples above 20 000 values are thinned evenly first.
+fn confidence_intervals(analysis: &Analysis<'_>, m: usize, wanted: &[Stat], b: Bootstrap) -> Value {
+    let protocol = analysis.protocol;
+    let mut values = summary::column(analysis, m);
+    stats::sort(&mut values);
+    let values = stats::thin(&values, 20_000);
+    let mut out = Map::new();
+    out.insert("confidence".into(), json!(b.confidence));
+    for &stat in wanted {
+        if !matches!(stat, Stat::Mean | Stat::Median | Stat::Percentile(_)) {
+            continue;
+        }
+        let statistic = |sample: &mut [f64]| {
+            quantity::summarize(sample.to_vec(), &[stat], protocol.percentile_method, protocol.summation, protocol.std)[0]
+        };
+        let ci = stats::bootstrap_ci(&values, &statistic, b.resamples, b.confidence, b.seed);
+        out.insert(protocol.stat_key(stat), ci.map_or(Value::Null, |(lo, hi)| json!([lo, hi])));
+    }
+    Value::Object(out)
 }

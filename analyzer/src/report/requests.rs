@@ -6,8 +6,8 @@ use serde_json::{json, Map, Value};
 use std::io::{self, Write};
 
 /// One row per request of the analyzed traces (every phase and outcome), ordered by trace and
-/// id, with `counted` telling whether it entered the metrics.
-pub fn rows(analysis: &Analysis<'_>) -> Vec<Map<String, Value>> {
+/// id, with `counted` telling whether it entered the metrics. Rows are made lazily.
+pub fn rows<'a>(analysis: &'a Analysis<'a>) -> impl Iterator<Item = Map<String, Value>> + 'a {
     let dataset = analysis.dataset;
     let mut counted = analysis.counted.clone();
     counted.sort_unstable();
@@ -16,17 +16,11 @@ pub fn rows(analysis: &Analysis<'_>) -> Vec<Map<String, Value>> {
         .iter()
         .enumerate()
         .filter(|(_, r)| analysis.traces.contains(&r.trace))
-        .map(|(i, r)| {
+        .map(move |(i, r)| {
             let mut row = Map::new();
-            row.insert(
-                "trace".into(),
-                json!(dataset.traces[r.trace as usize].label),
-            );
+            row.insert("trace".into(), json!(dataset.traces[r.trace as usize].label));
             row.insert("id".into(), json!(r.id));
-            row.insert(
-                "phase".into(),
-                json!(format!("{:?}", r.phase).to_lowercase()),
-            );
+            row.insert("phase".into(), json!(format!("{:?}", r.phase).to_lowercase()));
             row.insert("trial".into(), json!(r.trial));
             row.insert("outcome".into(), json!(r.outcome.name()));
             row.insert("http_status".into(), json!(r.http_status));
@@ -35,38 +29,45 @@ pub fn rows(analysis: &Analysis<'_>) -> Vec<Map<String, Value>> {
             row.insert("error".into(), json!(r.error));
             row
         })
-        .collect()
 }
 
-/// Writes rows as JSON Lines.
-pub fn write_jsonl(rows: &[Map<String, Value>], out: &mut dyn Write) -> io::Result<()> {
-    for row in rows {
-        serde_json::to_writer(&mut *out, row)?;
-        out.write_all(b"\n")?;
+/// Writes rows one at a time as CSV (RFC 4180 quoting; columns from the first row) or JSON
+/// Lines.
+pub struct RowWriter {
+    csv: bool,
+    columns: Option<Vec<String>>,
+}
+
+impl RowWriter {
+    /// A CSV writer (`csv`) or a JSON Lines writer.
+    pub fn new(csv: bool) -> RowWriter {
+        RowWriter { csv, columns: None }
     }
-    Ok(())
-}
 
-/// Writes rows as CSV (RFC 4180 quoting), columns from the first row.
-pub fn write_csv(rows: &[Map<String, Value>], out: &mut dyn Write) -> io::Result<()> {
-    let Some(first) = rows.first() else {
-        return Ok(());
-    };
-    let columns: Vec<&String> = first.keys().collect();
-    let header: Vec<String> = columns.iter().map(|c| quote(c)).collect();
-    writeln!(out, "{}", header.join(","))?;
-    for row in rows {
-        let cells: Vec<String> = columns
+    /// Writes one row (and, for the first CSV row, the header).
+    pub fn write(&mut self, row: &Map<String, Value>, out: &mut dyn Write) -> io::Result<()> {
+        if !self.csv {
+            serde_json::to_writer(&mut *out, row)?;
+            return out.write_all(b"\n");
+        }
+        if self.columns.is_none() {
+            let columns: Vec<String> = row.keys().cloned().collect();
+            let header: Vec<String> = columns.iter().map(|c| quote(c)).collect();
+            writeln!(out, "{}", header.join(","))?;
+            self.columns = Some(columns);
+        }
+        let cells: Vec<String> = self
+            .columns
             .iter()
-            .map(|c| match row.get(*c) {
+            .flatten()
+            .map(|c| match row.get(c) {
                 None | Some(Value::Null) => String::new(),
                 Some(Value::String(s)) => quote(s),
                 Some(other) => other.to_string(),
             })
             .collect();
-        writeln!(out, "{}", cells.join(","))?;
+        writeln!(out, "{}", cells.join(","))
     }
-    Ok(())
 }
 
 fn quote(s: &str) -> String {
