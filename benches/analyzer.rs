@@ -158,11 +158,18 @@ fn cpu_seconds() -> f64 {
     let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
         return 0.0;
     };
-    // Fields after the parenthesized command name; utime and stime are the 12th and 13th.
+    // Fields after the parenthesized command name, starting with the state: utime and stime
+    // are the 12th and 13th of them (fields 14 and 15 of the line).
     let rest = stat.rsplit(')').next().unwrap_or("");
-    let fields: Vec<u64> = rest.split_whitespace().filter_map(|f| f.parse().ok()).collect();
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     // Clock ticks are 100 per second on Linux (sysconf(_SC_CLK_TCK)).
-    fields.get(10..12).map_or(0.0, |t| (t[0] + t[1]) as f64 / 100.0)
+    (ticks(11) + ticks(12)) as f64 / 100.0
 }
 
 /// Peak resident set of this process in KiB (Linux /proc; 0 elsewhere).
@@ -186,7 +193,15 @@ fn decode_only(trace: &Path) {
         chunks += reader.decode_block(i).expect("decode").chunks.len() as u64;
     }
     let total = started.elapsed().as_secs_f64();
-    println!("{} {} {} {} {} {}", total, total, chunks, 0, peak_rss_kib(), cpu_seconds());
+    println!(
+        "{} {} {} {} {} {}",
+        total,
+        total,
+        chunks,
+        0,
+        peak_rss_kib(),
+        cpu_seconds()
+    );
 }
 
 /// The measured part: load the facts and summarize under the protocol (what `analyze`
@@ -208,7 +223,10 @@ fn child(trace: &Path, protocol: &str, threads: usize) {
     std::hint::black_box(&text);
     let cpu = cpu_seconds() - cpu_before;
     let (chunks, requests) = (dataset.chunks(), dataset.requests.len());
-    println!("{total} {loaded} {chunks} {requests} {} {cpu}", peak_rss_kib());
+    println!(
+        "{total} {loaded} {chunks} {requests} {} {cpu}",
+        peak_rss_kib()
+    );
 }
 
 fn main() {

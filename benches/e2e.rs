@@ -62,10 +62,8 @@ pub struct Side {
     pub event_reads: u64,
     /// Client CPU ns (recorder: whole process by wait4; floor: its load phase).
     pub cpu_ns: u64,
-    /// Peak RSS bytes.
+    /// Peak RSS bytes (VmHWM).
     pub max_rss_bytes: u64,
-    /// Peak RSS before the load started.
-    pub rss_before_bytes: u64,
     /// First to last event arrival.
     pub span_ns: u64,
     /// Trace file size (recorder only).
@@ -95,9 +93,9 @@ impl Side {
         self.chunks as f64 / (self.span_ns.max(1) as f64 / 1e9)
     }
 
-    /// (peak RSS − RSS before the load) per stream, KiB.
+    /// Peak RSS per stream, KiB: the whole process (fixed costs included) ÷ streams.
     pub fn rss_kib_per_stream(&self, streams: usize) -> f64 {
-        self.max_rss_bytes.saturating_sub(self.rss_before_bytes) as f64 / 1024.0 / streams as f64
+        self.max_rss_bytes as f64 / 1024.0 / streams as f64
     }
 
     /// Events per read that completed one.
@@ -270,7 +268,11 @@ fn bench(args: &[String]) -> io::Result<()> {
             }
         }
     }
-    let command = format!("cargo bench --bench e2e -- {}", s.argv.join(" "));
+    let command = if s.argv.is_empty() {
+        "cargo bench --bench e2e".to_string()
+    } else {
+        format!("cargo bench --bench e2e -- {}", s.argv.join(" "))
+    };
     let notes = format!(
         "Closed loop, chat API, one event per token, {} waves of responses of {} ms each \
          ({} tokens at 10 ms steps); recorder and floor each use {} runtime worker threads, \
@@ -281,7 +283,7 @@ fn bench(args: &[String]) -> io::Result<()> {
         s.threads,
         s.sim_threads
     );
-    let markdown = report::markdown(&results, command.trim_end(), &notes);
+    let markdown = report::markdown(&results, &command, &notes);
     println!("\n{markdown}");
     std::fs::write(root.join("report.md"), &markdown)?;
     if let Some(doc) = &s.doc {
@@ -391,7 +393,6 @@ fn run_recorder(s: &Settings, level: Level, dir: &Path, prompts: &Path) -> io::R
     let mut side = Side {
         cpu_ns: reaped.cpu_ns,
         max_rss_bytes: reaped.max_rss_bytes,
-        rss_before_bytes: health_u64("rss_before_load_bytes").unwrap_or(0),
         trace_bytes: Some(std::fs::metadata(&trace)?.len()),
         sched_lag_ns: health_u64("max_sched_lag_ns"),
         backpressure: health_u64("backpressure_events"),
@@ -463,8 +464,7 @@ fn run_floor(s: &Settings, level: Level, dir: &Path) -> io::Result<Side> {
     let arrivals = floor::read_arrivals(&arrivals_file)?;
     let mut side = Side {
         cpu_ns: get("cpu_ns"),
-        max_rss_bytes: reaped.max_rss_bytes,
-        rss_before_bytes: get("rss_before_bytes"),
+        max_rss_bytes: reaped.max_rss_bytes.max(get("vm_hwm_bytes")),
         event_reads: get("event_reads"),
         ..Side::default()
     };

@@ -1,7 +1,12 @@
 //! Trace format throughput: writing (encode + zstd + write through the writer thread) and
 //! reading (mmap + checksum + zstd + column decode) in chunks per second, plus the file size
 //! per chunk. Run: `cargo bench --bench format -- --measurement-time 5`.
+//!
+//! Time is measured as **process CPU time** (every thread of the process, including the writer
+//! thread), not wall time: the figures are chunks per CPU-second, i.e. per core, and stay
+//! meaningful on a host shared with other work.
 
+use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::path::Path;
 use std::time::Duration;
@@ -37,7 +42,35 @@ fn write_trace(path: &Path, records: &[RequestRecord]) -> WriterStats {
     writer.finish(RunEnd::default()).unwrap()
 }
 
-fn format_benches(c: &mut Criterion) {
+/// Process CPU time in nanoseconds, formatted like wall time.
+struct CpuTime;
+
+impl Measurement for CpuTime {
+    type Intermediate = u64;
+    type Value = u64;
+
+    fn start(&self) -> u64 {
+        clock::process_cpu_ns()
+    }
+    fn end(&self, start: u64) -> u64 {
+        clock::process_cpu_ns().saturating_sub(start)
+    }
+    fn add(&self, a: &u64, b: &u64) -> u64 {
+        a + b
+    }
+    fn zero(&self) -> u64 {
+        0
+    }
+    fn to_f64(&self, value: &u64) -> f64 {
+        *value as f64
+    }
+    fn formatter(&self) -> &dyn ValueFormatter {
+        static WALL: WallTime = WallTime;
+        WALL.formatter()
+    }
+}
+
+fn format_benches(c: &mut Criterion<CpuTime>) {
     let dir = tempfile::tempdir().unwrap();
     let mut group = c.benchmark_group("format");
     group.sample_size(10);
@@ -126,5 +159,9 @@ fn format_benches(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, format_benches);
+criterion_group! {
+    name = benches;
+    config = Criterion::default().with_measurement(CpuTime);
+    targets = format_benches
+}
 criterion_main!(benches);

@@ -42,7 +42,7 @@ fn record(id: u64, tokens: u32) -> RequestRecord {
             Channel::Content,
             4 + i % 5,
             Some(1),
-            9_500_000 + u64::from(i * 7919 % 1_000_000),
+            9_500_000 + (u64::from(i) * 7919 + id * 104_729) % 1_000_000,
         );
     }
     push(Channel::Usage, 0, None, 50_000);
@@ -87,24 +87,17 @@ fn handoff(c: &mut Criterion) {
             host: "bench".into(),
             shard: 0,
         };
-        let writer = TraceWriter::create(
-            &path,
-            header,
-            &Manifest::default(),
-            WriterConfig::default(),
-        )
-        .expect("trace writer");
+        let writer =
+            TraceWriter::create(&path, header, &Manifest::default(), WriterConfig::default())
+                .expect("trace writer");
         let sender = writer.sender();
-        let template = record(0, tokens);
-        group.throughput(Throughput::Elements(template.chunks.len() as u64));
+        group.throughput(Throughput::Elements(u64::from(tokens) + 3));
         let mut id = 0u64;
         group.bench_function(format!("send_sustained/{tokens}_tokens"), |b| {
             b.iter_batched(
                 || {
                     id += 1;
-                    let mut r = template.clone();
-                    r.id = id;
-                    r
+                    record(id, tokens)
                 },
                 |r| sender.send(r).expect("writer alive"),
                 BatchSize::SmallInput,

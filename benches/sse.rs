@@ -6,7 +6,7 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use tokentrace_format::{mono_now_ns, Channel, ChunkRecord};
-use tokentrace_recorder::classify::{classify, OutputSink};
+use tokentrace_recorder::classify::{classify, classify_general, OutputSink};
 use tokentrace_recorder::sse::SseParser;
 
 /// A vLLM-style chat stream: role, `n` content events with continuous usage, usage, [DONE].
@@ -87,6 +87,24 @@ fn bench(c: &mut Criterion) {
                     .feed(read, |e| {
                         if !e.is_done() {
                             n += classify(e.data, &mut sink).map_or(0, |c| c.text_len);
+                        }
+                    })
+                    .unwrap();
+            }
+            black_box(n)
+        })
+    });
+
+    group.bench_function("parse_classify_serde_only", |b| {
+        let mut parser = SseParser::default();
+        b.iter(|| {
+            let mut sink = OutputSink::new(false);
+            let mut n = 0u32;
+            for read in &reads {
+                parser
+                    .feed(read, |e| {
+                        if !e.is_done() {
+                            n += classify_general(e.data, &mut sink).map_or(0, |c| c.text_len);
                         }
                     })
                     .unwrap();

@@ -28,7 +28,17 @@ fn write_trace(path: &Path, ttft_ms: u64) {
         model: "sim-model".into(),
         ..Manifest::default()
     };
-    let writer = TraceWriter::create(path, header, &manifest, WriterConfig::default()).unwrap();
+    let writer = TraceWriter::create(
+        path,
+        header,
+        &manifest,
+        // Small blocks, so that a trace has many and parallel decoding is exercised.
+        WriterConfig {
+            block_target_bytes: 512,
+            ..WriterConfig::default()
+        },
+    )
+    .unwrap();
     let sender = writer.sender();
     for i in 0..60u64 {
         let send = i * 100 * MS;
@@ -255,4 +265,45 @@ stats = ["max"]
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("mine.toml"));
+}
+
+#[test]
+fn threads_and_bootstrap_do_not_change_the_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, _, _) = traces(dir.path());
+    let run = |threads: &str| {
+        let out = Command::cargo_bin("tokentrace")
+            .unwrap()
+            .arg("analyze")
+            .arg(&a)
+            .args([
+                "--format",
+                "json",
+                "--bootstrap",
+                "200",
+                "--threads",
+                threads,
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let (one, three) = (run("1"), run("3"));
+    assert_eq!(one, three);
+    let ttft = &one["metrics"]["ttft_ms"];
+    let (mean, ci) = (
+        ttft["mean"].as_f64().unwrap(),
+        ttft["ci"]["mean"].as_array().unwrap(),
+    );
+    assert!(
+        ci[0].as_f64().unwrap() < mean && mean < ci[1].as_f64().unwrap(),
+        "{ttft}"
+    );
+    assert_eq!(ttft["ci"]["confidence"], 0.95);
+    assert_eq!(one["metrics"]["itl_ms"]["samples"], 540);
 }

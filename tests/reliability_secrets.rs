@@ -90,8 +90,8 @@ fn serve_401(stream: TcpStream, pad: usize) {
         if reader.read_exact(&mut body).is_err() {
             return;
         }
-        let answer =
-            format!("{{\"error\":{{\"message\":\"invalid credentials: {auth}\",\"code\":401}}}}");
+        let filler = "-".repeat(pad);
+        let answer = format!("{BODY_START}{filler}{auth}\",\"code\":401}}}}");
         let response = format!(
             "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\n\
              www-authenticate: Bearer\r\ncontent-length: {}\r\n\r\n{answer}",

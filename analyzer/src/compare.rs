@@ -206,7 +206,8 @@ pub fn mann_whitney_p(xs: &[f64], ys: &[f64]) -> Option<f64> {
     let u = rank_sum_x - n1 * (n1 + 1.0) / 2.0;
     let mu = n1 * n2 / 2.0;
     let sigma = (n1 * n2 / 12.0 * ((n + 1.0) - tie_term / (n * (n - 1.0)))).sqrt();
-    if !(sigma > 0.0) {
+    // All values tied (or NaN): no evidence of a difference.
+    if sigma.is_nan() || sigma <= 0.0 {
         return Some(1.0);
     }
     let z = ((u - mu).abs() - 0.5).max(0.0) / sigma;

@@ -20,6 +20,9 @@ pub enum LoadError {
     },
 }
 
+/// What one decoding worker produced: its requests, chunks read, and (block, error) pairs.
+type WorkerPart = (Dataset, u64, Vec<(usize, String)>);
+
 /// What is known about one trace beyond its requests.
 #[derive(Debug, Clone)]
 pub struct TraceInfo {
@@ -77,6 +80,17 @@ impl Dataset {
             .iter()
             .map(|s| format!("skipped: {s:?}"))
             .collect();
+        // The index knows how many requests and chunks follow: reserve once instead of
+        // growing (and copying) hundreds of megabytes of facts.
+        let (expected_requests, expected_chunks) = (0..reader.block_count())
+            .filter_map(|i| reader.block_info(i)?.counts)
+            .fold((0usize, 0usize), |(r, c), (br, bc)| {
+                (r + br as usize, c + bc as usize)
+            });
+        self.requests.reserve(expected_requests);
+        if options.keep_gaps {
+            self.gaps.reserve(expected_chunks);
+        }
         let workers = options.threads.clamp(1, reader.block_count().max(1));
         let mut chunks = 0u64;
         if workers == 1 {
@@ -94,12 +108,13 @@ impl Dataset {
         } else {
             // Blocks decode independently: worker k takes blocks k, k + n, …; the parts are
             // merged and ordered by `finish`.
-            let parts: Vec<(Dataset, u64, Vec<(usize, String)>)> = std::thread::scope(|scope| {
+            let parts: Vec<WorkerPart> = std::thread::scope(|scope| {
                 let handles: Vec<_> = (0..workers)
                     .map(|k| {
                         let reader = &reader;
                         scope.spawn(move || {
-                            let (mut part, mut n, mut errors) = (Dataset::default(), 0u64, Vec::new());
+                            let (mut part, mut n, mut errors) =
+                                (Dataset::default(), 0u64, Vec::new());
                             for index in (k..reader.block_count()).step_by(workers) {
                                 match reader.decode_block(index) {
                                     Ok(block) => {

@@ -397,7 +397,9 @@ pub fn thin(sorted: &[f64], max: usize) -> Vec<f64> {
         return sorted.to_vec();
     }
     let step = sorted.len() as f64 / max as f64;
-    (0..max).map(|i| sorted[(i as f64 * step) as usize]).collect()
+    (0..max)
+        .map(|i| sorted[(i as f64 * step) as usize])
+        .collect()
 }
 
 /// A weighted distribution as GuideLLM's `DistributionSummary.from_values` builds it: sorted,

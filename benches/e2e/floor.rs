@@ -106,6 +106,7 @@ pub fn child_main(args: FloorArgs) -> io::Result<()> {
     drop(runtime);
     // Measured before the arrivals are written: a floor client would not write them.
     let after = own_usage();
+    let peak_kib = crate::procs::vm_hwm_kib("/proc/self/status").unwrap_or(0);
     let (all, failures) = results;
     let events: u64 = all.iter().map(|a| a.events.len() as u64).sum();
     let reads: u64 = all.iter().map(|a| u64::from(a.event_reads)).sum();
@@ -119,11 +120,11 @@ pub fn child_main(args: FloorArgs) -> io::Result<()> {
     }
     file.flush()?;
     println!(
-        "{{\"cpu_ns\":{},\"rss_before_bytes\":{},\"max_rss_bytes\":{},\"events\":{events},\
+        "{{\"cpu_ns\":{},\"rss_before_bytes\":{},\"vm_hwm_bytes\":{},\"events\":{events},\
          \"event_reads\":{reads},\"requests\":{},\"failed_streams\":{failures},\"wall_ns\":{}}}",
         after.0 - before.0,
         before.1,
-        after.1,
+        peak_kib * 1024,
         all.len(),
         ended - started
     );
@@ -204,7 +205,7 @@ async fn stream_loop(
     }
 }
 
-/// (user + system CPU ns, peak RSS bytes) of this process.
+/// (user + system CPU ns, current RSS bytes) of this process.
 fn own_usage() -> (u64, u64) {
     // SAFETY: an all-zero rusage is valid; getrusage only writes into it.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -212,7 +213,14 @@ fn own_usage() -> (u64, u64) {
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
         return (0, 0);
     }
-    (crate::cpu_ns(&usage), usage.ru_maxrss as u64 * 1024)
+    let rss_kib = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|t| {
+            let line = t.lines().find(|l| l.starts_with("VmRSS:"))?.to_string();
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .unwrap_or(0);
+    (crate::cpu_ns(&usage), rss_kib * 1024)
 }
 
 /// Read the arrivals file written by [`child_main`].

@@ -82,33 +82,52 @@ pub struct Reaped {
     pub status: i32,
     /// User + system CPU ns of the child (all its threads).
     pub cpu_ns: u64,
-    /// Peak RSS of the child in bytes.
+    /// Peak RSS of the child in bytes (VmHWM).
     pub max_rss_bytes: u64,
 }
 
 /// Run `command` to completion and reap it with wait4 (std's `wait` discards the rusage).
+///
+/// Peak RSS is the child's `VmHWM` from /proc, sampled every 10 ms while it runs, not wait4's
+/// `ru_maxrss`: Linux carries the parent's RSS at spawn time into the child's `ru_maxrss`, and
+/// this process holds whole truth logs in memory.
 pub fn run_measured(mut command: Command) -> io::Result<Reaped> {
     let child = command.spawn()?;
     let pid = child.id() as libc::pid_t;
     // The Child handle is not waited on again: wait4 below reaps the process.
     std::mem::forget(child);
+    let status_path = format!("/proc/{pid}/status");
+    let mut peak_kib = 0u64;
     let mut status = 0;
     // SAFETY: an all-zero rusage is valid; wait4 writes into it and into `status`.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     loop {
+        if let Some(hwm) = vm_hwm_kib(&status_path) {
+            peak_kib = peak_kib.max(hwm);
+        }
         // SAFETY: `pid` is our unreaped child; both pointers are valid and writable.
-        let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        let rc = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
         if rc == pid {
             break;
         }
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
+        if rc < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() != io::ErrorKind::Interrupted {
+                return Err(err);
+            }
         }
+        std::thread::sleep(Duration::from_millis(10));
     }
     Ok(Reaped {
         status,
         cpu_ns: crate::cpu_ns(&usage),
-        max_rss_bytes: usage.ru_maxrss as u64 * 1024,
+        max_rss_bytes: peak_kib * 1024,
     })
+}
+
+/// `VmHWM` (peak resident set of the current address space) in KiB from a /proc status file.
+pub fn vm_hwm_kib(status_path: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(status_path).ok()?;
+    let line = text.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }

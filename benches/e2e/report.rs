@@ -68,13 +68,16 @@ pub fn markdown(results: &[LevelResult], command: &str, notes: &str) -> String {
             opt(floor, |f| format!("{:.0}%", achieved(f))),
             rec.cpu_ns_per_chunk() / 1000.0,
             opt(floor, |f| format!("{:.2}", f.cpu_ns_per_chunk() / 1000.0)),
-            opt(floor, |f| ratio(rec.cpu_ns_per_chunk(), f.cpu_ns_per_chunk())),
+            opt(floor, |f| ratio(
+                rec.cpu_ns_per_chunk(),
+                f.cpu_ns_per_chunk()
+            )),
             r.load_avg,
         );
     }
     s.push('\n');
     s.push_str(
-        "| streams | step ms | peak RSS MiB rec | floor | KiB/stream rec | floor | trace B/chunk | \
+        "| streams | step ms | peak RSS MiB rec | floor | peak KiB/stream rec | floor | trace B/chunk | \
          chunks/read rec | floor | sched lag max ms | back-pressure |\n",
     );
     s.push_str("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
@@ -89,8 +92,14 @@ pub fn markdown(results: &[LevelResult], command: &str, notes: &str) -> String {
             mib(rec.max_rss_bytes),
             opt(floor, |f| mib(f.max_rss_bytes)),
             rec.rss_kib_per_stream(r.level.streams),
-            opt(floor, |f| format!("{:.1}", f.rss_kib_per_stream(r.level.streams))),
-            opt(rec.trace_bytes, |b| format!("{:.2}", b as f64 / rec.chunks as f64)),
+            opt(floor, |f| format!(
+                "{:.1}",
+                f.rss_kib_per_stream(r.level.streams)
+            )),
+            opt(rec.trace_bytes, |b| format!(
+                "{:.2}",
+                b as f64 / rec.chunks as f64
+            )),
             rec.chunks_per_read(),
             opt(floor, |f| format!("{:.2}", f.chunks_per_read())),
             opt(rec.sched_lag_ns, |n| format!("{:.1}", n as f64 / 1e6)),

@@ -32,6 +32,17 @@ pub fn realtime_now_ns() -> u64 {
     read_clock(libc::CLOCK_REALTIME)
 }
 
+/// CPU time consumed by this process (all threads), in nanoseconds: what a benchmark or a
+/// health report should quote on a shared host, where wall time includes other tenants' work.
+pub fn process_cpu_ns() -> u64 {
+    read_clock(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+/// CPU time consumed by the calling thread, in nanoseconds.
+pub fn thread_cpu_ns() -> u64 {
+    read_clock(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
 impl ClockAnchor {
     /// Reads both clocks back to back. The monotonic clock is read on both sides of the
     /// real-time read and averaged, which halves the pairing error.
@@ -67,6 +78,18 @@ mod tests {
         let b = mono_now_ns();
         assert!(a > 0);
         assert!(b >= a);
+    }
+
+    #[test]
+    fn cpu_clocks_advance_with_work() {
+        let (p, t) = (process_cpu_ns(), thread_cpu_ns());
+        let mut x = 0u64;
+        for i in 0..2_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        assert!(thread_cpu_ns() > t);
+        assert!(process_cpu_ns() > p);
     }
 
     #[test]

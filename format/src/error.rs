@@ -6,16 +6,16 @@ use std::path::PathBuf;
 /// Everything that can go wrong writing or reading a trace.
 #[derive(thiserror::Error, Debug)]
 pub enum FormatError {
-    /// An I/O error on the trace file.
-    #[error("{context} {path}: {source}")]
+    /// An I/O error on the trace file. The message includes the cause (and the cause is not
+    /// also chained as a `source`, so `{:#}` printers do not repeat it).
+    #[error("{context} {path}: {cause}")]
     Io {
         /// What was being done (`creating`, `writing`, `opening`, …).
         context: &'static str,
         /// The trace file.
         path: PathBuf,
         /// The underlying error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The file does not start with a valid tokentrace header.
     #[error("bad file header: {0}")]
@@ -79,11 +79,11 @@ pub enum FormatError {
 
 impl FormatError {
     /// Wraps an I/O error with what was being done and on which file.
-    pub fn io(context: &'static str, path: &std::path::Path, source: std::io::Error) -> Self {
+    pub fn io(context: &'static str, path: &std::path::Path, cause: std::io::Error) -> Self {
         FormatError::Io {
             context,
             path: path.to_path_buf(),
-            source,
+            cause,
         }
     }
 }

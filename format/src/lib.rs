@@ -11,6 +11,7 @@ mod codec;
 pub mod error;
 pub mod frame;
 pub mod integrity;
+mod locate;
 pub mod reader;
 pub mod redact;
 pub mod synthetic;

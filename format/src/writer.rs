@@ -116,6 +116,10 @@ impl RecordSender {
 }
 
 /// Writes a trace file from its own OS thread.
+///
+/// Dropped without [`TraceWriter::finish`], the thread flushes what it holds once every sender
+/// is gone and stops without writing the run end and index: the file then reads like one left
+/// by a killed writer (integrity "recovered").
 pub struct TraceWriter {
     sender: RecordSender,
     thread: Option<JoinHandle<Result<WriterStats, FormatError>>>,

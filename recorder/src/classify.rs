@@ -67,6 +67,8 @@ pub struct OutputSink {
     capture: bool,
     /// Text of the current event when capture is on (taken by the caller after each event).
     pub captured: String,
+    /// Reused buffer for unescaping text in the fast scanner.
+    pub(crate) scratch: Vec<u8>,
 }
 
 impl OutputSink {
@@ -77,6 +79,7 @@ impl OutputSink {
             output_bytes: 0,
             capture,
             captured: String::new(),
+            scratch: Vec::new(),
         }
     }
 
@@ -95,7 +98,7 @@ impl OutputSink {
 }
 
 /// Raw facts gathered while walking one event.
-#[derive(Default)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct Scan {
     pub(crate) role: bool,
     pub(crate) reasoning_len: u32,
@@ -111,13 +114,16 @@ pub(crate) struct Scan {
 /// Classify one event's data. Errors mean the payload is not JSON of the expected shape.
 pub fn classify(data: &[u8], sink: &mut OutputSink) -> Result<Classified, serde_json::Error> {
     let mut scan = Scan::default();
-    let mut de = serde_json::Deserializer::from_slice(data);
-    EventSeed {
-        scan: &mut scan,
-        sink,
+    if fast::scan(data, &mut scan, sink).is_err() {
+        // The scanner fed nothing to the sink; start over with the general path.
+        scan = Scan::default();
+        classify_serde(data, &mut scan, sink)?;
     }
-    .deserialize(&mut de)?;
-    de.end()?;
+    Ok(decide(scan))
+}
+
+/// Pick the event's channel from what the walk found.
+fn decide(scan: Scan) -> Classified {
     let text_len = scan.reasoning_len + scan.content_len + scan.tool_len;
     let channel = if scan.error {
         Channel::Error
@@ -136,14 +142,39 @@ pub fn classify(data: &[u8], sink: &mut OutputSink) -> Result<Classified, serde_
     } else {
         Channel::Other
     };
-    Ok(Classified {
+    Classified {
         channel,
         text_len,
         usage: scan.usage,
         finish_reason: scan.finish_reason,
         logprob_tokens: scan.logprob_tokens,
-    })
+    }
 }
+
+/// [`classify`] through the general serde path only (the reference the fast scanner is
+/// tested against; also benchmarked against it).
+pub fn classify_general(
+    data: &[u8],
+    sink: &mut OutputSink,
+) -> Result<Classified, serde_json::Error> {
+    let mut scan = Scan::default();
+    classify_serde(data, &mut scan, sink)?;
+    Ok(decide(scan))
+}
+
+/// The general path: serde visitors over the whole object.
+pub(crate) fn classify_serde(
+    data: &[u8],
+    scan: &mut Scan,
+    sink: &mut OutputSink,
+) -> Result<(), serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_slice(data);
+    EventSeed { scan, sink }.deserialize(&mut de)?;
+    de.end()
+}
+
+#[path = "classify_fast.rs"]
+mod fast;
 
 #[path = "classify_visit.rs"]
 mod visit;

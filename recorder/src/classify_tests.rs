@@ -106,3 +106,151 @@ fn output_hash_covers_concatenated_text_and_capture() {
     assert_eq!(sink.output_bytes, 4);
     assert_eq!(sink.output_hash(), xxhash_rust::xxh3::xxh3_64(b"abcd"));
 }
+
+mod fast_matches_serde {
+    use super::super::{classify_serde, fast, OutputSink, Scan};
+    use proptest::prelude::*;
+    use serde_json::{json, Value};
+
+    fn text() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(Value::Null),
+            "[a-z \n\"\\\\é😀\t\u{1}/]{0,12}".prop_map(Value::String),
+        ]
+    }
+
+    fn count() -> impl Strategy<Value = Value> {
+        prop_oneof![Just(Value::Null), (0u32..100_000).prop_map(|n| json!(n))]
+    }
+
+    fn usage() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(Value::Null),
+            (count(), count(), count(), count(), any::<bool>()).prop_map(
+                |(p, c, r, k, details)| {
+                    let mut u =
+                        json!({"prompt_tokens": p, "completion_tokens": c, "total_tokens": 7});
+                    if details {
+                        u["completion_tokens_details"] = json!({"reasoning_tokens": r});
+                        u["prompt_tokens_details"] = json!({"cached_tokens": k, "audio_tokens": 0});
+                    }
+                    u
+                }
+            ),
+        ]
+    }
+
+    fn delta() -> impl Strategy<Value = Value> {
+        (
+            prop::option::of(prop_oneof![Just(Value::Null), Just(json!("assistant"))]),
+            prop::option::of(text()),
+            prop::option::of(text()),
+            prop::option::of(text()),
+            prop::option::of(text()),
+        )
+            .prop_map(|(role, content, rc, r, args)| {
+                let mut d = serde_json::Map::new();
+                if let Some(v) = role {
+                    d.insert("role".into(), v);
+                }
+                if let Some(v) = content {
+                    d.insert("content".into(), v);
+                }
+                if let Some(v) = rc {
+                    d.insert("reasoning_content".into(), v);
+                }
+                if let Some(v) = r {
+                    d.insert("reasoning".into(), v);
+                }
+                if let Some(v) = args {
+                    d.insert(
+                        "tool_calls".into(),
+                        json!([{"index": 0, "id": "c", "type": "function",
+                                "function": {"name": "f", "arguments": v}}]),
+                    );
+                }
+                Value::Object(d)
+            })
+    }
+
+    fn choice() -> impl Strategy<Value = Value> {
+        (
+            delta(),
+            prop::option::of(text()),
+            prop_oneof![
+                Just(Value::Null),
+                Just(json!("stop")),
+                Just(json!("length"))
+            ],
+            any::<bool>(),
+        )
+            .prop_map(|(delta, text, finish, logprobs)| {
+                let mut c = json!({"index": 0, "delta": delta, "finish_reason": finish});
+                if let Some(t) = text {
+                    c["text"] = t;
+                }
+                c["logprobs"] = if logprobs {
+                    json!({"content": [{"token": "a", "logprob": -0.5, "top_logprobs": []}]})
+                } else {
+                    Value::Null
+                };
+                c
+            })
+    }
+
+    fn event() -> impl Strategy<Value = Value> {
+        (
+            prop::collection::vec(choice(), 0..3),
+            usage(),
+            any::<bool>(),
+        )
+            .prop_map(|(choices, usage, error)| {
+                let mut e = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk",
+                                   "created": 1_700_000_000, "model": "m", "choices": choices,
+                                   "usage": usage});
+                if error {
+                    e["error"] = json!({"message": "x", "code": 500});
+                }
+                e
+            })
+    }
+
+    fn run_fast(data: &[u8]) -> Option<(Scan, u64, u64, String)> {
+        let mut sink = OutputSink::new(true);
+        let mut scan = Scan::default();
+        fast::scan(data, &mut scan, &mut sink).ok()?;
+        Some((scan, sink.output_hash(), sink.output_bytes, sink.captured))
+    }
+
+    fn run_serde(data: &[u8]) -> Option<(Scan, u64, u64, String)> {
+        let mut sink = OutputSink::new(true);
+        let mut scan = Scan::default();
+        classify_serde(data, &mut scan, &mut sink).ok()?;
+        Some((scan, sink.output_hash(), sink.output_bytes, sink.captured))
+    }
+
+    proptest! {
+        #[test]
+        fn same_result_on_valid_chunks(event in event()) {
+            let bytes = serde_json::to_vec(&event).unwrap();
+            let fast = run_fast(&bytes);
+            prop_assert!(fast.is_some(), "the fast path gave up on {}", String::from_utf8_lossy(&bytes));
+            prop_assert_eq!(fast, run_serde(&bytes));
+        }
+
+        #[test]
+        fn never_accepts_what_serde_refuses(event in event(), cut in any::<prop::sample::Index>(),
+                                            byte in any::<u8>(), mode in 0u8..3) {
+            let mut bytes = serde_json::to_vec(&event).unwrap();
+            let at = cut.index(bytes.len());
+            match mode {
+                0 => bytes.truncate(at),
+                1 => bytes[at] = byte,
+                _ => bytes.insert(at, byte),
+            }
+            if let Some(fast) = run_fast(&bytes) {
+                prop_assert_eq!(Some(fast), run_serde(&bytes), "{}", String::from_utf8_lossy(&bytes));
+            }
+        }
+    }
+}

@@ -182,7 +182,7 @@ mod tests {
     #[test]
     fn chat_counts_words_of_every_message_plus_overhead() {
         let body = br#"{"model":"m","messages":[
-            {"role":"system","content":"be  brief"},
+            {"role":"system","content":"be  terse"},
             {"role":"user","content":[{"type":"text","text":"one two\nthree"},{"type":"image_url"}]}
         ],"max_tokens":7,"stream":true,"stream_options":{"include_usage":true}}"#;
         let parsed = parse_request(Api::Chat, body, 0).unwrap();

@@ -101,7 +101,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         confidence: args.confidence,
         seed: 0x5eed,
     });
-    render(&protocol, &dataset, &group_by, &options, bootstrap, args.format, &mut out)?;
+    render(
+        &protocol,
+        &dataset,
+        &group_by,
+        &options,
+        bootstrap,
+        args.format,
+        &mut out,
+    )?;
     out.flush().context("writing the report")?;
     Ok(ExitCode::SUCCESS)
 }
@@ -153,7 +161,11 @@ fn render(
                 if i > 0 {
                     out.write_all(b"\n")?;
                 }
-                let title = if grouped { format!("[{name}] ") } else { String::new() };
+                let title = if grouped {
+                    format!("[{name}] ")
+                } else {
+                    String::new()
+                };
                 out.write_all(table::render(analysis, &title).as_bytes())?;
             }
         }

@@ -7,7 +7,7 @@ use anyhow::Context;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use tokentrace_format::{Integrity, Phase, TraceReader};
+use tokentrace_format::{DecodedBlock, Integrity, Phase, TraceReader};
 
 /// Arguments of `tokentrace inspect`.
 #[derive(clap::Args)]
@@ -33,20 +33,19 @@ struct Totals {
 
 fn gather(reader: &TraceReader) -> Totals {
     let mut totals = Totals::default();
+    let mut block = DecodedBlock::default();
     for i in 0..reader.block_count() {
-        match reader.decode_block(i) {
-            Ok(block) => {
-                totals.chunks += block.chunk_count() as u64;
-                for r in &block.requests {
-                    totals.requests += 1;
-                    totals.measured += u64::from(r.phase == Phase::Measured);
-                    totals.first_send_ns =
-                        Some(totals.first_send_ns.map_or(r.send_ns, |t| t.min(r.send_ns)));
-                    totals.last_end_ns =
-                        Some(totals.last_end_ns.map_or(r.end_ns, |t| t.max(r.end_ns)));
-                }
-            }
-            Err(err) => totals.undecodable.push((i, err.to_string())),
+        if let Err(err) = reader.decode_block_into(i, &mut block) {
+            totals.undecodable.push((i, err.to_string()));
+            continue;
+        }
+        totals.chunks += block.chunk_count() as u64;
+        for r in &block.requests {
+            totals.requests += 1;
+            totals.measured += u64::from(r.phase == Phase::Measured);
+            totals.first_send_ns =
+                Some(totals.first_send_ns.map_or(r.send_ns, |t| t.min(r.send_ns)));
+            totals.last_end_ns = Some(totals.last_end_ns.map_or(r.end_ns, |t| t.max(r.end_ns)));
         }
     }
     totals

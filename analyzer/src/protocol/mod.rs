@@ -198,6 +198,6 @@ impl Protocol {
     pub fn needs_gaps(&self) -> bool {
         self.metrics
             .iter()
-            .any(|m| matches!(m.quantity, Quantity::Gaps { .. }))
+            .any(|m| matches!(m.quantity, Quantity::Gaps))
     }
 }

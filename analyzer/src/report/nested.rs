@@ -1,10 +1,10 @@
 //! tokentrace's own report layout: `metrics.NAME.STAT` in protocol order.
 
 use crate::analysis::{Analysis, Bootstrap};
-use crate::{quantity, stats};
 use crate::methodology;
 use crate::protocol::Stat;
 use crate::summary::{self, number};
+use crate::{quantity, stats};
 use serde_json::{json, Map, Value};
 
 /// The whole report of one analysis.
@@ -40,7 +40,10 @@ pub fn report(analysis: &Analysis<'_>) -> Value {
         }
         if let Some(b) = analysis.bootstrap {
             let wanted: Vec<Stat> = protocol.stats_of(def).to_vec();
-            stats.insert("ci".into(), confidence_intervals(analysis, m.metric, &wanted, b));
+            stats.insert(
+                "ci".into(),
+                confidence_intervals(analysis, m.metric, &wanted, b),
+            );
         }
         metrics.insert(def.name.clone(), Value::Object(stats));
     }
@@ -90,10 +93,19 @@ fn confidence_intervals(analysis: &Analysis<'_>, m: usize, wanted: &[Stat], b: B
             continue;
         }
         let statistic = |sample: &mut [f64]| {
-            quantity::summarize(sample.to_vec(), &[stat], protocol.percentile_method, protocol.summation, protocol.std)[0]
+            quantity::summarize(
+                sample.to_vec(),
+                &[stat],
+                protocol.percentile_method,
+                protocol.summation,
+                protocol.std,
+            )[0]
         };
         let ci = stats::bootstrap_ci(&values, &statistic, b.resamples, b.confidence, b.seed);
-        out.insert(protocol.stat_key(stat), ci.map_or(Value::Null, |(lo, hi)| json!([lo, hi])));
+        out.insert(
+            protocol.stat_key(stat),
+            ci.map_or(Value::Null, |(lo, hi)| json!([lo, hi])),
+        );
     }
     Value::Object(out)
 }

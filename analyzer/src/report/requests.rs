@@ -18,9 +18,15 @@ pub fn rows<'a>(analysis: &'a Analysis<'a>) -> impl Iterator<Item = Map<String, 
         .filter(|(_, r)| analysis.traces.contains(&r.trace))
         .map(move |(i, r)| {
             let mut row = Map::new();
-            row.insert("trace".into(), json!(dataset.traces[r.trace as usize].label));
+            row.insert(
+                "trace".into(),
+                json!(dataset.traces[r.trace as usize].label),
+            );
             row.insert("id".into(), json!(r.id));
-            row.insert("phase".into(), json!(format!("{:?}", r.phase).to_lowercase()));
+            row.insert(
+                "phase".into(),
+                json!(format!("{:?}", r.phase).to_lowercase()),
+            );
             row.insert("trial".into(), json!(r.trial));
             row.insert("outcome".into(), json!(r.outcome.name()));
             row.insert("http_status".into(), json!(r.http_status));
