@@ -102,3 +102,39 @@ fn inspect_of_a_missing_file_is_a_clear_error() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("/nonexistent/x.trace"));
 }
+
+/// A block whose checksums are valid but whose columns are not (as a faulty writer would
+/// leave it): integrity checks pass, decoding fails, and inspect must still call it corrupt.
+#[test]
+fn inspect_reports_a_block_that_passes_checksums_but_does_not_decode() {
+    use tokentrace_format::frame::{encode_frame, FrameKind, CODEC_NONE};
+    let original = std::fs::read(golden("killed.trace")).unwrap();
+    let reader = tokentrace_format::TraceReader::open(&golden("killed.trace")).unwrap();
+    let first = *reader.block_info(0).unwrap();
+    let start = first.offset as usize;
+    let end = start + 32 + first.frame.stored_len as usize;
+    let garbage = [0xfdu8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f];
+    let mut bytes = original[..start].to_vec();
+    bytes.extend(encode_frame(
+        FrameKind::Block,
+        CODEC_NONE,
+        0,
+        garbage.len() as u32,
+        &garbage,
+    ));
+    bytes.extend_from_slice(&original[end..]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad-columns.trace");
+    std::fs::write(&path, &bytes).unwrap();
+
+    let v = inspect_json(&path, 1);
+    assert_eq!(v["integrity"], "corrupt");
+    let detail = v["integrity_detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("corrupt block 0:") && detail.contains("column"),
+        "{detail}"
+    );
+    // The block after it is still read.
+    assert_eq!(v["blocks"], 2);
+    assert!(v["requests"].as_u64().unwrap() > 0);
+}

@@ -18,7 +18,10 @@ pub struct Skipped {
     pub corrupt: bool,
 }
 
-/// The integrity verdict of a trace.
+/// The integrity verdict of a trace, established when it is opened from the frame structure
+/// and both checksums of every frame. A block that passes its checksums but does not decode
+/// (a faulty writer) is reported by [`crate::TraceReader::decode_block`] instead; `tokentrace
+/// inspect` decodes every block and counts such a block as corrupt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Integrity {
     /// Finished cleanly; every block verified.

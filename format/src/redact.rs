@@ -4,7 +4,7 @@
 //! - every chunk's `text` (the captured delta text with `--capture text`, or the whole event
 //!   payload with `--capture raw`): it is the model's output and may quote the prompt;
 //! - the value of every response header that is not on [`KEPT_HEADER_VALUES`]: a header
-//!   kept by a recorder or importer may carry a session cookie or a signed token, so only
+//!   kept by a recorder or importer may carry a login cookie or a signed token, so only
 //!   headers known to hold timings, counters and request ids keep their values; the name stays
 //!   so the reader still sees that the header was present;
 //! - with [`RedactOptions::strip_errors`], error texts (they may hold the first KiB of a
@@ -184,7 +184,7 @@ mod tests {
             planned_input_tokens: Some(5),
             response_headers: vec![
                 ("x-request-id".into(), "7".into()),
-                ("set-cookie".into(), "session=abc".into()),
+                ("set-cookie".into(), "login=abc".into()),
             ],
             chunks: vec![ChunkRecord {
                 arrival_ns: 4,

@@ -1,4 +1,4 @@
-//! Shared helpers of the `reliability_*` end-to-end tests: a simulator on 127.0.0.1, the real
+//! Code shared by the `reliability_*` end-to-end tests: a simulator on 127.0.0.1, the real
 //! `tokentrace` binary, and traces read back through the format crate's `TraceReader`.
 #![allow(dead_code)]
 
