@@ -29,15 +29,16 @@ fn header() -> Header {
     }
 }
 
-fn write_trace(path: &Path, records: &[RequestRecord]) -> WriterStats {
+fn write_trace(path: &Path, records: Vec<RequestRecord>, zstd_level: i32) -> WriterStats {
     let config = WriterConfig {
         block_max_age: Duration::from_secs(600),
+        zstd_level,
         ..Default::default()
     };
     let writer = TraceWriter::create(path, header(), &Manifest::default(), config).unwrap();
     let sender = writer.sender();
     for r in records {
-        sender.send(r.clone()).unwrap();
+        sender.send(r).unwrap();
     }
     writer.finish(RunEnd::default()).unwrap()
 }
@@ -79,40 +80,34 @@ fn format_benches(c: &mut Criterion<CpuTime>) {
         let records = synthetic::requests(42, REQUESTS, OUTPUT_CHUNKS, with_text);
         let chunks: u64 = records.iter().map(|r| r.chunks.len() as u64).sum();
         let path = dir.path().join(format!("{label}.trace"));
-        let stats = write_trace(&path, &records);
-        eprintln!(
-            "format/{label}: {} requests, {chunks} chunks, {} blocks, {} bytes = {:.2} bytes/chunk",
-            stats.requests,
-            stats.blocks,
-            stats.file_bytes,
-            stats.file_bytes as f64 / chunks as f64
-        );
+        // zstd level 3 is the writer's default; the others show the size/CPU trade-off.
+        let levels: &[i32] = if with_text { &[3] } else { &[1, 3, 6] };
+        for &level in levels {
+            let stats = write_trace(&path, records.clone(), level);
+            eprintln!(
+                "format/{label} level {level}: {} requests, {chunks} chunks, {} blocks, {} bytes = {:.2} bytes/chunk",
+                stats.requests,
+                stats.blocks,
+                stats.file_bytes,
+                stats.file_bytes as f64 / chunks as f64
+            );
+        }
+        write_trace(&path, records.clone(), 3);
         group.throughput(Throughput::Elements(chunks));
-
-        group.bench_function(format!("write/{label}"), |b| {
-            b.iter_batched(
-                || records.clone(),
-                |recs| {
-                    let config = WriterConfig {
-                        block_max_age: Duration::from_secs(600),
-                        ..Default::default()
-                    };
-                    let writer = TraceWriter::create(
-                        &path.with_extension("w"),
-                        header(),
-                        &Manifest::default(),
-                        config,
-                    )
-                    .unwrap();
-                    let sender = writer.sender();
-                    for r in recs {
-                        sender.send(r).unwrap();
-                    }
-                    writer.finish(RunEnd::default()).unwrap()
-                },
-                criterion::BatchSize::LargeInput,
-            )
-        });
+        for &level in levels {
+            let name = if level == 3 {
+                format!("write/{label}")
+            } else {
+                format!("write_level{level}/{label}")
+            };
+            group.bench_function(name, |b| {
+                b.iter_batched(
+                    || records.clone(),
+                    |recs| write_trace(&path.with_extension("w"), recs, level),
+                    criterion::BatchSize::LargeInput,
+                )
+            });
+        }
 
         let reader = TraceReader::open(&path).unwrap();
         group.bench_function(format!("decode_blocks/{label}"), |b| {

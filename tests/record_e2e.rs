@@ -336,3 +336,40 @@ fn bad_arguments_fail_the_run() {
         .assert()
         .failure();
 }
+
+#[test]
+fn http2_prior_knowledge_and_duration_stop() {
+    let server = sim(fast_sim());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("h2.tt");
+    record(
+        &server.base_url(),
+        &out,
+        &[
+            "--http",
+            "2",
+            "--duration",
+            "0.5",
+            "--rate",
+            "30",
+            "--arrival",
+            "poisson",
+            "--input-tokens",
+            "16",
+            "--max-tokens",
+            "4",
+        ],
+    )
+    .assert()
+    .success();
+    let (reader, records) = requests(&out);
+    assert_eq!(reader.run_end().unwrap().reason, "duration");
+    assert_eq!(reader.manifest().extra["http"], "http2");
+    // About 15 arrivals in half a second at 30/s; bounded well inside that.
+    assert!((3..=40).contains(&records.len()), "{}", records.len());
+    let start = records[0].intended_ns;
+    for r in &records {
+        assert_eq!(r.outcome, Outcome::Ok, "{:?}", r.error);
+        assert!(r.intended_ns - start < 500_000_000);
+    }
+}

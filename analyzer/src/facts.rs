@@ -426,3 +426,13 @@ mod tests {
         assert_eq!(f.gap_count(), 0);
     }
 }
+
+#[cfg(test)]
+mod size {
+    /// Facts are kept for every request of a trace: keep them compact (docs/PERFORMANCE.md).
+    #[test]
+    fn request_facts_stay_compact() {
+        let size = std::mem::size_of::<super::RequestFacts>();
+        assert!(size <= 320, "RequestFacts grew to {size} bytes");
+    }
+}

@@ -87,6 +87,17 @@ impl ChunkColumns {
         self.arrival_ns.is_empty()
     }
 
+    /// Empties every column, keeping the memory for reuse.
+    pub fn clear(&mut self) {
+        self.arrival_ns.clear();
+        self.read_index.clear();
+        self.bytes.clear();
+        self.channel.clear();
+        self.text_len.clear();
+        self.tokens.clear();
+        self.text.clear();
+    }
+
     /// Materializes chunk `i` (panics if out of range, like slice indexing).
     pub fn chunk(&self, i: usize) -> ChunkRecord {
         ChunkRecord {
@@ -135,6 +146,12 @@ impl DecodedBlock {
             response_headers: meta.response_headers.clone(),
             chunks: meta.chunk_range().map(|c| self.chunks.chunk(c)).collect(),
         }
+    }
+
+    /// Empties the block, keeping the memory for reuse.
+    pub fn clear(&mut self) {
+        self.requests.clear();
+        self.chunks.clear();
     }
 
     /// Materializes every request of the block.

@@ -8,7 +8,7 @@
 //! the previous chunk of its request (the first chunk: to the request's send time). Deltas use
 //! wrapping arithmetic reinterpreted as i64, so every u64 round-trips exactly.
 
-use crate::block::{ChunkColumns, DecodedBlock, RequestMeta};
+use crate::block::{DecodedBlock, RequestMeta};
 use crate::chunk_columns::{read_chunk_columns, ByteReader};
 use crate::types::{Outcome, Phase, RequestRecord, Usage};
 use bincode::config::{self, Configuration};
@@ -264,8 +264,7 @@ pub fn decode_block(data: &[u8]) -> Result<DecodedBlock, String> {
 pub fn decode_block_into(data: &[u8], out: &mut DecodedBlock) -> Result<(), String> {
     let result = decode_into(data, out);
     if result.is_err() {
-        out.requests.clear();
-        out.chunks = ChunkColumns::default();
+        out.clear();
     }
     result
 }

@@ -198,7 +198,9 @@ impl TraceReader {
         &self.integrity
     }
 
-    /// Decompresses and decodes readable block `index`.
+    /// Decompresses and decodes readable block `index` into new vectors. To walk many blocks,
+    /// prefer [`TraceReader::decode_block_into`]: reusing one block's memory is about twice
+    /// as fast in a single pass (docs/PERFORMANCE.md).
     pub fn decode_block(&self, index: usize) -> Result<DecodedBlock, FormatError> {
         let mut block = DecodedBlock::default();
         self.decode_block_into(index, &mut block)?;
@@ -212,6 +214,7 @@ impl TraceReader {
         index: usize,
         out: &mut DecodedBlock,
     ) -> Result<(), FormatError> {
+        out.clear();
         let info = self.blocks.get(index).ok_or(FormatError::NoSuchBlock {
             index,
             count: self.blocks.len(),
@@ -228,20 +231,52 @@ impl TraceReader {
             .as_slice()
             .get(start..start + info.frame.stored_len as usize)
             .ok_or_else(|| bad("block lies outside the file".into()))?;
-        block_decoder::decode_payload_into(&info.frame, payload, out, frame_payload).map_err(bad)
+        let result = block_decoder::decode_payload_into(&info.frame, payload, out, frame_payload);
+        if result.is_err() {
+            // Never leave an earlier block's contents behind to be mistaken for this one's.
+            out.clear();
+        }
+        result.map_err(bad)
     }
 
     /// Every request with its chunks, block by block in file order. A block that cannot be
-    /// decoded yields one error, then reading goes on with the next block.
+    /// decoded yields one error, then reading goes on with the next block. One decoded block
+    /// is held (and its memory reused) at a time.
     pub fn requests(&self) -> impl Iterator<Item = Result<RequestRecord, FormatError>> + '_ {
-        (0..self.blocks.len()).flat_map(move |i| {
-            let items: Box<dyn Iterator<Item = Result<RequestRecord, FormatError>>> = match self
-                .decode_block(i)
-            {
-                Ok(block) => Box::new((0..block.requests.len()).map(move |r| Ok(block.record(r)))),
-                Err(err) => Box::new(std::iter::once(Err(err))),
-            };
-            items
-        })
+        RequestIter {
+            reader: self,
+            next_block: 0,
+            block: DecodedBlock::default(),
+            next_request: 0,
+        }
+    }
+}
+
+/// The iterator behind [`TraceReader::requests`].
+struct RequestIter<'a> {
+    reader: &'a TraceReader,
+    next_block: usize,
+    block: DecodedBlock,
+    next_request: usize,
+}
+
+impl Iterator for RequestIter<'_> {
+    type Item = Result<RequestRecord, FormatError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while self.next_request >= self.block.requests.len() {
+            if self.next_block >= self.reader.block_count() {
+                return None;
+            }
+            let index = self.next_block;
+            self.next_block += 1;
+            self.next_request = 0;
+            if let Err(err) = self.reader.decode_block_into(index, &mut self.block) {
+                return Some(Err(err));
+            }
+        }
+        let record = self.block.record(self.next_request);
+        self.next_request += 1;
+        Some(Ok(record))
     }
 }

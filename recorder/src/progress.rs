@@ -136,16 +136,16 @@ pub async fn display(
         Duration::from_secs(5)
     };
     tokio::pin!(stop);
-    let mut last = (Instant::now(), 0u64);
+    // Chunks are counted when their request ends, so the rate is averaged over the whole run
+    // rather than a short window (which would jump between zero and bursts).
+    let started = Instant::now();
     loop {
         tokio::select! {
             _ = &mut stop => break,
             () = tokio::time::sleep(period) => {}
         }
         let chunks = stats.chunks.load(Ordering::Relaxed);
-        let elapsed = last.0.elapsed().as_secs_f64().max(1e-9);
-        let rate = (chunks - last.1) as f64 / elapsed;
-        last = (Instant::now(), chunks);
+        let rate = chunks as f64 / started.elapsed().as_secs_f64().max(1e-9);
         let done = stats.completed.load(Ordering::Relaxed) + stats.failed.load(Ordering::Relaxed);
         match &bar {
             Some(bar) => {
