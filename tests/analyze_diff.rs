@@ -1,7 +1,9 @@
 //! `tokentrace diff` tells a real regression from noise; `tokentrace protocols` lists and
 //! prints definitions; a user-defined protocol file is analyzed like a built-in one.
 
-use assert_cmd::Command;
+mod common;
+
+use common::{json_of, tokentrace};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use tokentrace_format::{
@@ -105,20 +107,7 @@ fn traces(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
 }
 
 fn diff(a: &Path, b: &Path) -> Value {
-    let out = Command::cargo_bin("tokentrace")
-        .unwrap()
-        .arg("diff")
-        .arg(a)
-        .arg(b)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    json_of(tokentrace().arg("diff").arg(a).arg(b).arg("--json"))
 }
 
 fn metric<'a>(report: &'a Value, name: &str) -> &'a Value {
@@ -153,13 +142,7 @@ fn diff_flags_a_ttft_regression_and_not_the_unchanged_gaps() {
         .unwrap()
         .iter()
         .all(|m| m["beyond_noise"] == false));
-    let table = Command::cargo_bin("tokentrace")
-        .unwrap()
-        .arg("diff")
-        .arg(&a)
-        .arg(&b)
-        .output()
-        .unwrap();
+    let table = tokentrace().arg("diff").arg(&a).arg(&b).output().unwrap();
     let text = String::from_utf8(table.stdout).unwrap();
     assert!(
         text.lines()
@@ -170,11 +153,7 @@ fn diff_flags_a_ttft_regression_and_not_the_unchanged_gaps() {
 
 #[test]
 fn protocols_lists_and_prints_every_definition() {
-    let out = Command::cargo_bin("tokentrace")
-        .unwrap()
-        .arg("protocols")
-        .output()
-        .unwrap();
+    let out = tokentrace().arg("protocols").output().unwrap();
     let list = String::from_utf8(out.stdout).unwrap();
     for name in [
         "tokentrace-v1",
@@ -190,11 +169,7 @@ fn protocols_lists_and_prints_every_definition() {
             "{name} missing from\n{list}"
         );
     }
-    let out = Command::cargo_bin("tokentrace")
-        .unwrap()
-        .args(["protocols", "vllm"])
-        .output()
-        .unwrap();
+    let out = tokentrace().args(["protocols", "vllm"]).output().unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("name = \"vllm\""));
     assert!(text.contains("gap_chunks = \"choices\""));
@@ -229,20 +204,13 @@ stats = ["max"]
 "#,
     )
     .unwrap();
-    let out = Command::cargo_bin("tokentrace")
-        .unwrap()
-        .arg("analyze")
-        .arg(&a)
-        .args(["--format", "json", "--protocol-file"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let r = json_of(
+        tokentrace()
+            .arg("analyze")
+            .arg(&a)
+            .args(["--format", "json", "--protocol-file"])
+            .arg(&file),
     );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["protocol"], "mine");
     // TTFT is 50 + (7i mod 11) ms: nearest-rank p90 of 60 values is the 54th smallest = 59 ms.
     assert_eq!(r["metrics"]["ttft_ms"]["p90"], 59.0);
@@ -255,8 +223,7 @@ stats = ["max"]
         .contains("nearest-rank"));
 
     std::fs::write(&file, "name = \"broken\"\nversion = 1\n").unwrap();
-    let out = Command::cargo_bin("tokentrace")
-        .unwrap()
+    let out = tokentrace()
         .arg("analyze")
         .arg(&a)
         .arg("--protocol-file")
@@ -272,26 +239,14 @@ fn threads_and_bootstrap_do_not_change_the_numbers() {
     let dir = tempfile::tempdir().unwrap();
     let (a, _, _) = traces(dir.path());
     let run = |threads: &str| {
-        let out = Command::cargo_bin("tokentrace")
-            .unwrap()
-            .arg("analyze")
-            .arg(&a)
-            .args([
-                "--format",
-                "json",
-                "--bootstrap",
-                "200",
-                "--threads",
-                threads,
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+        json_of(tokentrace().arg("analyze").arg(&a).args([
+            "--format",
+            "json",
+            "--bootstrap",
+            "200",
+            "--threads",
+            threads,
+        ]))
     };
     let (one, three) = (run("1"), run("3"));
     assert_eq!(one, three);

@@ -1,7 +1,9 @@
 //! A trace written in the test with known timestamps: `tokentrace analyze` must give the
 //! hand-computed values under every shipped protocol, and its outputs are pinned by snapshots.
 
-use assert_cmd::Command;
+mod common;
+
+use common::{json_of, stdout_of, tokentrace};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use tokentrace_format::{
@@ -181,19 +183,7 @@ fn write_trace(dir: &Path, name: &str) -> PathBuf {
 }
 
 fn analyze(trace: &Path, args: &[&str]) -> String {
-    let out = Command::cargo_bin("tokentrace")
-        .unwrap()
-        .arg("analyze")
-        .arg(trace)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    String::from_utf8(stdout_of(tokentrace().arg("analyze").arg(trace).args(args))).unwrap()
 }
 
 fn analyze_json(trace: &Path, protocol: &str, extra: &[&str]) -> Value {
@@ -512,35 +502,28 @@ fn traces_are_analyzed_together_or_side_by_side() {
     let dir = tempfile::tempdir().unwrap();
     let a = write_trace(dir.path(), "a.tt");
     let b = write_trace(dir.path(), "b.tt");
-    let out = Command::cargo_bin("tokentrace")
-        .unwrap()
-        .args(["analyze", "--format", "json"])
-        .arg(&a)
-        .arg(&b)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let together: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let together = json_of(
+        tokentrace()
+            .args(["analyze", "--format", "json"])
+            .arg(&a)
+            .arg(&b),
+    );
     assert_eq!(together["requests"]["counted"], 4);
     assert_eq!(together["metrics"]["itl_ms"]["samples"], 14);
-    let out = Command::cargo_bin("tokentrace")
-        .unwrap()
-        .args(["analyze", "--format", "json", "--group-by", "trace"])
-        .arg(&a)
-        .arg(&b)
-        .output()
-        .unwrap();
-    let apart: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let apart = json_of(
+        tokentrace()
+            .args(["analyze", "--format", "json", "--group-by", "trace"])
+            .arg(&a)
+            .arg(&b),
+    );
     assert_eq!(apart["groups"]["a.tt"]["requests"]["counted"], 2);
     assert_eq!(apart["groups"]["b.tt"]["requests"]["counted"], 2);
-    let out = Command::cargo_bin("tokentrace")
-        .unwrap()
-        .args(["analyze", "--format", "json", "--group-by", "label:engine"])
-        .arg(&a)
-        .arg(&b)
-        .output()
-        .unwrap();
-    let by_label: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let by_label = json_of(
+        tokentrace()
+            .args(["analyze", "--format", "json", "--group-by", "label:engine"])
+            .arg(&a)
+            .arg(&b),
+    );
     assert_eq!(by_label["groups"]["engine=sim"]["requests"]["counted"], 4);
 }
 
@@ -555,22 +538,19 @@ fn output_goes_to_a_file_and_bad_input_is_an_error() {
     );
     let csv = std::fs::read_to_string(&out_path).unwrap();
     assert_eq!(csv.lines().count(), 5); // header + 4 requests
-    let missing = Command::cargo_bin("tokentrace")
-        .unwrap()
+    let missing = tokentrace()
         .args(["analyze", "/nonexistent/x.tt"])
         .output()
         .unwrap();
     assert!(!missing.status.success());
-    let bad_protocol = Command::cargo_bin("tokentrace")
-        .unwrap()
+    let bad_protocol = tokentrace()
         .arg("analyze")
         .arg(&trace)
         .args(["--protocol", "nope"])
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&bad_protocol.stderr).contains("unknown protocol `nope`"));
-    let bad_slo = Command::cargo_bin("tokentrace")
-        .unwrap()
+    let bad_slo = tokentrace()
         .arg("analyze")
         .arg(&trace)
         .args(["--slo", "nothing:p95<1ms"])

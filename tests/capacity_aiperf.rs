@@ -1,21 +1,11 @@
 //! The capacity report's per-trial metrics follow AIPerf's definitions: measured on the AIPerf
 //! 0.13 fixture run (imported as a trace), they match AIPerf's own summary.
 
-use assert_cmd::Command;
+mod common;
+
 use serde_json::Value;
-use std::path::{Path, PathBuf};
 use tokentrace_capacity::metrics::TrialMetrics;
 use tokentrace_capacity::reanalyze::load_trial;
-
-fn fixture() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let local = root.join("tests/fixtures/aiperf-0.13-chat");
-    if local.exists() {
-        local
-    } else {
-        root.join("../shared/fixtures/aiperf-0.13-chat")
-    }
-}
 
 /// Relative difference within `tolerance`.
 fn close(ours: f64, theirs: f64, tolerance: f64) -> bool {
@@ -24,20 +14,8 @@ fn close(ours: f64, theirs: f64, tolerance: f64) -> bool {
 
 #[test]
 fn trial_block_matches_aiperf_on_its_own_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("aiperf.ttrace");
-    Command::cargo_bin("tokentrace")
-        .unwrap()
-        .args(["import", "aiperf"])
-        .arg(fixture())
-        .arg("-o")
-        .arg(&trace)
-        .assert()
-        .success();
-    let summary: Value = serde_json::from_str(
-        &std::fs::read_to_string(fixture().join("profile_export_aiperf.json")).unwrap(),
-    )
-    .unwrap();
+    let (_dir, trace) = common::import_aiperf_fixture();
+    let summary = common::read_json(&common::aiperf_fixture().join("profile_export_aiperf.json"));
     let trial = load_trial(&trace).unwrap();
     let block = Value::Object(TrialMetrics::from_records(&trial.records).to_json());
 

@@ -1,47 +1,27 @@
 //! `tokentrace import aiperf` on the AIPerf 0.13 fixture: every response becomes a chunk at its
 //! own perf_counter time, and AIPerf's own numbers follow from the trace's timestamps.
 
-use assert_cmd::Command;
+mod common;
+
 use serde_json::Value;
-use std::path::{Path, PathBuf};
 use tokentrace_format::{Channel, Outcome, Phase, RequestRecord, TraceReader};
 
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/aiperf-0.13-chat")
-}
-
 fn jsonl(name: &str) -> Vec<Value> {
-    let text = std::fs::read_to_string(fixture().join(name)).unwrap();
-    text.lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    common::read_jsonl(&common::aiperf_fixture().join(name))
 }
 
 fn summary() -> Value {
-    serde_json::from_str(
-        &std::fs::read_to_string(fixture().join("profile_export_aiperf.json")).unwrap(),
-    )
-    .unwrap()
+    common::read_json(&common::aiperf_fixture().join("profile_export_aiperf.json"))
 }
 
 /// Imports the fixture and returns the reader and the records in id order.
 fn import() -> (tempfile::TempDir, TraceReader, Vec<RequestRecord>) {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("aiperf.trace");
-    Command::cargo_bin("tokentrace")
-        .unwrap()
-        .args(["import", "aiperf"])
-        .arg(fixture())
-        .arg("-o")
-        .arg(&trace)
-        .assert()
-        .success()
-        .stdout(predicates::str::contains(
-            "imported 20 requests, 1340 chunks",
-        ));
-    let reader = TraceReader::open(&trace).unwrap();
-    let mut records: Vec<RequestRecord> = reader.requests().map(Result::unwrap).collect();
-    records.sort_by_key(|r| r.id);
+    common::import("aiperf", &common::aiperf_fixture(), &trace).stdout(predicates::str::contains(
+        "imported 20 requests, 1340 chunks",
+    ));
+    let (reader, records) = common::records_of(&trace);
     (dir, reader, records)
 }
 

@@ -2,43 +2,15 @@
 //! own summary (profile_export_aiperf.json): every statistic of the per-request metrics to 1e-9
 //! relative, the throughputs to 1e-6 (AIPerf prints their window to the microsecond only).
 
-use assert_cmd::Command;
-use serde_json::Value;
-use std::path::{Path, PathBuf};
+mod common;
 
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/aiperf-0.13-chat")
-}
+use serde_json::Value;
 
 /// AIPerf's summary and ours for the fixture.
 fn reports() -> (Value, Value) {
-    let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("aiperf.trace");
-    Command::cargo_bin("tokentrace")
-        .unwrap()
-        .args(["import", "aiperf"])
-        .arg(fixture())
-        .arg("-o")
-        .arg(&trace)
-        .assert()
-        .success();
-    let out = Command::cargo_bin("tokentrace")
-        .unwrap()
-        .arg("analyze")
-        .arg(&trace)
-        .args(["--protocol", "aiperf", "--format", "json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let ours: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let theirs: Value = serde_json::from_str(
-        &std::fs::read_to_string(fixture().join("profile_export_aiperf.json")).unwrap(),
-    )
-    .unwrap();
+    let (_dir, trace) = common::import_aiperf_fixture();
+    let ours = common::analyze_json(&trace, "aiperf");
+    let theirs = common::read_json(&common::aiperf_fixture().join("profile_export_aiperf.json"));
     (ours, theirs)
 }
 

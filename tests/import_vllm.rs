@@ -2,7 +2,8 @@
 //! --save-result --save-detailed` writes it (vllm/benchmarks/serve.py, `benchmark` and
 //! `main_async`): chunk times rebuilt from the gaps give back vLLM's own formulas.
 
-use assert_cmd::Command;
+mod common;
+
 use serde_json::{json, Value};
 use tokentrace_format::{Outcome, RequestRecord, TraceReader};
 
@@ -34,17 +35,8 @@ fn import(result: &Value) -> (tempfile::TempDir, TraceReader, Vec<RequestRecord>
     let input = dir.path().join("vllm.json");
     std::fs::write(&input, serde_json::to_vec(result).unwrap()).unwrap();
     let trace = dir.path().join("vllm.trace");
-    Command::cargo_bin("tokentrace")
-        .unwrap()
-        .args(["import", "vllm"])
-        .arg(&input)
-        .arg("-o")
-        .arg(&trace)
-        .assert()
-        .success();
-    let reader = TraceReader::open(&trace).unwrap();
-    let mut records: Vec<RequestRecord> = reader.requests().map(Result::unwrap).collect();
-    records.sort_by_key(|r| r.id);
+    common::import("vllm", &input, &trace);
+    let (reader, records) = common::records_of(&trace);
     (dir, reader, records)
 }
 
@@ -191,19 +183,7 @@ fn vllm_protocol_on_the_import_gives_vllm_numbers() {
     result["output_lens"] = json!([6, 5, 0]);
     result["total_output_tokens"] = json!(11);
     let (dir, _reader, _records) = import(&result);
-    let out = Command::cargo_bin("tokentrace")
-        .unwrap()
-        .arg("analyze")
-        .arg(dir.path().join("vllm.trace"))
-        .args(["--protocol", "vllm", "--format", "json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = common::analyze_json(&dir.path().join("vllm.trace"), "vllm");
 
     // calculate_metrics (vllm/benchmarks/serve.py) over the successful requests.
     let ok = [0usize, 1];

@@ -335,6 +335,17 @@ fn bad_arguments_fail_the_run() {
     record("http://127.0.0.1:9/v1", &out, &["--label", "novalue"])
         .assert()
         .failure();
+    let unset = record(
+        "http://127.0.0.1:9/v1",
+        &out,
+        &["--api-key-env", "TT_TEST_UNSET_KEY"],
+    )
+    .env_remove("TT_TEST_UNSET_KEY")
+    .assert()
+    .failure()
+    .get_output()
+    .clone();
+    assert!(String::from_utf8_lossy(&unset.stderr).contains("TT_TEST_UNSET_KEY"));
 }
 
 #[test]

@@ -14,7 +14,6 @@ pub mod reanalyze;
 pub mod report;
 pub mod search;
 pub mod slo;
-pub mod stats;
 pub mod workload;
 
 pub use error::CapacityError;

@@ -1,9 +1,10 @@
 //! One trial's metric block, under AIPerf's definitions (the fixture's method).
 //!
-//! Per successful measured request, with times from the request's send:
-//! - TTFT: the first non-empty reasoning or content delta;
-//! - request latency: the last non-empty reasoning or content delta (not the usage event or
-//!   `[DONE]` that may follow);
+//! Per successful measured request, with times from the request's send, read off the
+//! analyzer's per-request facts (the same facts every protocol is evaluated on):
+//! - TTFT: the first non-empty reasoning or content delta (`first_output`);
+//! - request latency: the last non-empty reasoning or content delta (`last_output`, not the
+//!   usage event or `[DONE]` that may follow);
 //! - output sequence length: the server's `usage.completion_tokens` (AIPerf's
 //!   `server_token_count`), else the number of non-empty output deltas;
 //! - ITL: (latency - TTFT) / (OSL - 1), for OSL > 1; per-user throughput: 1 / ITL.
@@ -11,13 +12,38 @@
 //! Per trial: benchmark duration from the first send to the last output of a successful
 //! measured request (AIPerf's `max(start + request_latency) - min(start)`); output throughput =
 //! total OSL / duration; request throughput = successful requests / duration (AIPerf 0.10, the
-//! fixture's version, divides by the benchmark duration). Statistics are taken on ns values and
-//! multiplied by 1e-6 for ms, percentiles numpy-linear, as AIPerf does.
+//! fixture's version, divides by the benchmark duration). Statistics are the analyzer's, with
+//! the aiperf protocol's settings (numpy-linear percentiles, running-sum mean), taken on ns
+//! values and multiplied by 1e-6 for ms, as AIPerf does.
 
 use crate::slo::SloMetric;
-use crate::stats::{mean, percentile_linear};
 use serde_json::{json, Map, Value};
-use tokentrace_format::{Channel, Outcome, Phase, RequestRecord};
+use tokentrace_analyzer::facts::{summarize_record, GapChunks};
+use tokentrace_analyzer::protocol::{Stat, TokenSource};
+use tokentrace_analyzer::quantity;
+use tokentrace_analyzer::stats::{PercentileMethod, StdKind, Summation};
+use tokentrace_format::{Outcome, Phase, RequestRecord};
+
+/// Where AIPerf 0.10 takes a request's output sequence length from: the server's usage, else
+/// the count of output deltas.
+const TOKEN_SOURCES: [TokenSource; 2] = [TokenSource::Usage, TokenSource::Chunks];
+
+/// `wanted` statistics of per-request `values` (in record order) as AIPerf takes them: the
+/// analyzer's numpy-linear percentiles and running-sum mean, the aiperf protocol's settings.
+pub fn aiperf_statistics(values: &[f64], wanted: &[Stat]) -> Vec<Option<f64>> {
+    quantity::summarize(
+        values.to_vec(),
+        wanted,
+        PercentileMethod::Linear,
+        Summation::Naive,
+        StdKind::Population,
+    )
+}
+
+/// One AIPerf statistic of per-request `values`; None when there are none.
+pub fn aiperf_statistic(values: &[f64], stat: Stat) -> Option<f64> {
+    aiperf_statistics(values, &[stat])[0]
+}
 
 /// Smallest and largest of a set of token counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -99,18 +125,12 @@ impl TrialMetrics {
 
     /// Adds one request; returns the arrival of its last output, None when it had none.
     fn add_request(&mut self, record: &RequestRecord) -> Option<u64> {
-        let mut outputs = record.chunks.iter().filter(|c| {
-            matches!(c.channel, Channel::Reasoning | Channel::Content) && c.text_len > 0
-        });
-        let first = outputs.next()?;
-        let last = outputs.clone().next_back().unwrap_or(first);
-        let output_chunks = 1 + outputs.count() as u64;
-        let ttft = first.arrival_ns.saturating_sub(record.send_ns) as f64;
-        let latency = last.arrival_ns.saturating_sub(record.send_ns) as f64;
-        let osl = record
-            .usage
-            .completion_tokens
-            .map_or(output_chunks, u64::from);
+        let facts = summarize_record(0, record, GapChunks::Output, None);
+        let first = facts.first_output_ns?;
+        let last = facts.last_output_ns?;
+        let (osl, _) = quantity::output_tokens(&facts, &TOKEN_SOURCES)?;
+        let ttft = first.saturating_sub(record.send_ns) as f64;
+        let latency = last.saturating_sub(record.send_ns) as f64;
         self.requests += 1;
         self.output_tokens += osl;
         self.ttft_ns.push(ttft);
@@ -128,7 +148,7 @@ impl TrialMetrics {
         if let Some(c) = record.usage.completion_tokens {
             self.server_completion_tokens.add(f64::from(c));
         }
-        Some(last.arrival_ns)
+        Some(last)
     }
 
     /// The per-request values an SLO on `metric` is judged on, and the factor that turns a
@@ -149,14 +169,22 @@ impl TrialMetrics {
     /// The fixture's per-trial metric keys, in its order (correctness and trial are added by
     /// the report).
     pub fn to_json(&self) -> Map<String, Value> {
-        let ms = |values: &[f64], p: f64| percentile_linear(values, p).map(|v| v * NS_TO_MS);
+        let percentiles = [
+            Stat::Percentile(50.0),
+            Stat::Percentile(95.0),
+            Stat::Percentile(99.0),
+        ];
         let pcts = |values: &[f64]| {
-            json!({
-                "p50": ms(values, 50.0),
-                "p95": ms(values, 95.0),
-                "p99": ms(values, 99.0),
-            })
+            let ms: Vec<Option<f64>> = aiperf_statistics(values, &percentiles)
+                .into_iter()
+                .map(|v| v.map(|v| v * NS_TO_MS))
+                .collect();
+            json!({ "p50": ms[0], "p95": ms[1], "p99": ms[2] })
         };
+        let per_user = aiperf_statistics(
+            &self.per_user_tps,
+            &[Stat::Mean, Stat::Percentile(50.0), Stat::Percentile(95.0)],
+        );
         let mut block = Map::new();
         block.insert("ttft_ms".into(), pcts(&self.ttft_ns));
         block.insert("request_latency_ms".into(), pcts(&self.request_latency_ns));
@@ -167,11 +195,7 @@ impl TrialMetrics {
         );
         block.insert(
             "per_user_output_throughput_tps".into(),
-            json!({
-                "avg": mean(&self.per_user_tps),
-                "p50": percentile_linear(&self.per_user_tps, 50.0),
-                "p95": percentile_linear(&self.per_user_tps, 95.0),
-            }),
+            json!({ "avg": per_user[0], "p50": per_user[1], "p95": per_user[2] }),
         );
         block.insert(
             "request_throughput_rps".into(),
@@ -193,7 +217,7 @@ impl TrialMetrics {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use tokentrace_format::{ChunkRecord, Usage};
+    use tokentrace_format::{Channel, ChunkRecord, Usage};
 
     /// A successful record: sent at `send`, output chunks at `arrivals` (ms from send), then a
     /// usage event and `[DONE]`, with the given usage.

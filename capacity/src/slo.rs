@@ -2,10 +2,11 @@
 //! against a trial's metrics and described in the report's `slo` block.
 
 use crate::error::CapacityError;
-use crate::metrics::TrialMetrics;
+use crate::metrics::{aiperf_statistic, TrialMetrics};
 use serde_json::{json, Map, Value};
 use std::fmt;
 use std::str::FromStr;
+use tokentrace_analyzer::protocol::Stat;
 
 /// A per-request metric an SLO can constrain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -138,8 +139,8 @@ impl Slo {
     pub fn observe(&self, metrics: &TrialMetrics) -> Option<f64> {
         let (values, scale) = metrics.values_of(self.metric);
         let statistic = match self.statistic {
-            SloStatistic::Percentile(p) => crate::stats::percentile_linear(values, p),
-            SloStatistic::Mean => crate::stats::mean(values),
+            SloStatistic::Percentile(p) => aiperf_statistic(values, Stat::Percentile(p)),
+            SloStatistic::Mean => aiperf_statistic(values, Stat::Mean),
         };
         statistic.map(|v| v * scale)
     }

@@ -180,10 +180,16 @@ fn config_from(args: Args) -> anyhow::Result<RecordConfig> {
         ApiArg::Chat => Api::Chat,
         ApiArg::Completions => Api::Completions,
     };
-    let key_var = args
-        .api_key_env
-        .unwrap_or_else(|| "OPENAI_API_KEY".to_string());
-    config.api_key = std::env::var(&key_var).ok().filter(|k| !k.is_empty());
+    config.api_key = match &args.api_key_env {
+        // Named explicitly: it must be there, or the run would go out unauthenticated.
+        Some(name) => match std::env::var(name) {
+            Ok(key) if !key.is_empty() => Some(key),
+            _ => bail!("--api-key-env {name}: that environment variable is not set"),
+        },
+        None => std::env::var("OPENAI_API_KEY")
+            .ok()
+            .filter(|k| !k.is_empty()),
+    };
     for header in &args.headers {
         let Some((name, value)) = header.split_once(':') else {
             bail!("--header must look like 'Name: value'");

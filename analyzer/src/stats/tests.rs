@@ -270,3 +270,55 @@ fn names_round_trip() {
         assert_eq!(PercentileMethod::from_name(m.name()), Some(m));
     }
 }
+
+/// numpy-linear percentiles (`_lerp` from the upper neighbour at t >= 0.5) and the running-sum
+/// mean, the statistics AIPerf and the capacity report take.
+#[test]
+fn linear_and_naive_mean_match_numpy_on_small_sets() {
+    // numpy.percentile([1, 2, 3, 4], [0, 25, 50, 95, 100]) = [1, 1.75, 2.5, 3.85, 4]
+    let mut v = vec![4.0, 1.0, 3.0, 2.0];
+    sort(&mut v);
+    let linear = |v: &[f64], p: f64| percentile(v, p, PercentileMethod::Linear);
+    assert_eq!(linear(&v, 0.0), Some(1.0));
+    assert_eq!(linear(&v, 25.0), Some(1.75));
+    assert_eq!(linear(&v, 50.0), Some(2.5));
+    assert_eq!(linear(&v, 100.0), Some(4.0));
+    let p95 = linear(&v, 95.0).unwrap();
+    assert!((p95 - 3.85).abs() < 1e-12);
+    assert_eq!(linear(&[7.0], 95.0), Some(7.0));
+    assert_eq!(linear(&[], 95.0), None);
+    assert_eq!(mean(&[1.0, 2.0, 6.0], Summation::Naive), Some(3.0));
+    assert_eq!(mean(&[], Summation::Naive), None);
+}
+
+#[test]
+fn linear_reproduces_aiperf_ttft_percentiles_of_the_fixture_run() {
+    // time_to_first_token of the 20 requests in fixtures/aiperf-0.13-chat (ms), and AIPerf's
+    // own p50/p95/p99 from profile_export_aiperf.json.
+    let mut ttft = aiperf_fixture_ttfts();
+    sort(&mut ttft);
+    let linear = |p: f64| percentile(&ttft, p, PercentileMethod::Linear);
+    assert_eq!(linear(50.0), Some(51.1238695));
+    assert_eq!(linear(95.0), Some(59.3827385));
+    assert_eq!(linear(99.0), Some(63.714350899999985));
+}
+
+fn aiperf_fixture_ttfts() -> Vec<f64> {
+    let crate_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let name = "aiperf-0.13-chat/profile_export.jsonl";
+    let local = crate_dir.join("../tests/fixtures").join(name);
+    let path = if local.exists() {
+        local
+    } else {
+        crate_dir.join("../../shared/fixtures").join(name)
+    };
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines()
+        .map(|line| {
+            let record: serde_json::Value = serde_json::from_str(line).unwrap();
+            record["metrics"]["time_to_first_token"]["value"]
+                .as_f64()
+                .unwrap()
+        })
+        .collect()
+}

@@ -1,0 +1,130 @@
+//! Turning the events of one body read into chunk records: the part of the hot path after the
+//! clock read.
+
+use super::{StreamContext, StreamState};
+use crate::classify::classify;
+use crate::config::Capture;
+use crate::sse::SseError;
+use tokentrace_format::{Channel, ChunkRecord, Outcome, Usage};
+
+/// Largest error text kept from an error body or an error event.
+pub(super) const ERROR_TEXT_LIMIT: usize = 1024;
+
+impl StreamState {
+    /// Parse one body read and append its events as chunks.
+    pub(super) fn on_read(
+        &mut self,
+        ctx: &StreamContext,
+        arrival_ns: u64,
+        data: &[u8],
+    ) -> Result<(), SseError> {
+        let read_index = self.reads;
+        self.reads += 1;
+        let StreamState {
+            record,
+            parser,
+            sink,
+            done,
+            first_output,
+            last_completion_tokens,
+            events,
+            ..
+        } = self;
+        let mut malformed: Option<String> = None;
+        let mut error_event: Option<String> = None;
+        parser.feed(data, |event| {
+            *events += 1;
+            let mut chunk = ChunkRecord {
+                arrival_ns,
+                read_index,
+                bytes: event.wire_bytes,
+                channel: Channel::Other,
+                text_len: 0,
+                tokens: None,
+                text: None,
+            };
+            if ctx.capture == Capture::Raw {
+                chunk.text = Some(String::from_utf8_lossy(event.data).into_owned());
+            }
+            if event.is_done() {
+                chunk.channel = Channel::Done;
+                if !*done {
+                    *done = true;
+                    record.end_ns = arrival_ns;
+                }
+                record.chunks.push(chunk);
+                return;
+            }
+            match classify(event.data, sink) {
+                Ok(c) => {
+                    chunk.channel = if event.event_type == b"error" {
+                        Channel::Error
+                    } else {
+                        c.channel
+                    };
+                    chunk.text_len = c.text_len;
+                    let is_output = matches!(
+                        c.channel,
+                        Channel::Reasoning | Channel::Content | Channel::Tool
+                    );
+                    if is_output && c.text_len > 0 {
+                        *first_output = true;
+                    }
+                    if let Some(u) = c.usage {
+                        if let Some(done_tokens) = u.completion_tokens {
+                            let before = last_completion_tokens.unwrap_or(0);
+                            if is_output {
+                                chunk.tokens = Some(done_tokens.saturating_sub(before));
+                            }
+                            *last_completion_tokens = Some(done_tokens);
+                        }
+                        merge_usage(&mut record.usage, u);
+                    }
+                    if chunk.tokens.is_none() {
+                        chunk.tokens = c.logprob_tokens;
+                    }
+                    if let Some(reason) = c.finish_reason {
+                        if record.finish_reason.as_deref() != Some(reason.as_str()) {
+                            record.finish_reason = Some(reason.as_str().to_string());
+                        }
+                    }
+                    if chunk.channel == Channel::Error && error_event.is_none() {
+                        error_event = Some(truncate_lossy(event.data));
+                    }
+                    if ctx.capture == Capture::Text {
+                        chunk.text = Some(std::mem::take(&mut sink.captured));
+                    }
+                }
+                Err(err) => {
+                    if malformed.is_none() {
+                        malformed = Some(format!(
+                            "event {}: {err}: {}",
+                            *events,
+                            truncate_lossy(event.data)
+                        ));
+                    }
+                }
+            }
+            record.chunks.push(chunk);
+        })?;
+        if let Some(message) = malformed {
+            self.fail(Outcome::Malformed, message);
+        }
+        if let Some(message) = error_event {
+            self.fail(Outcome::Other, format!("error event in stream: {message}"));
+        }
+        Ok(())
+    }
+}
+
+fn merge_usage(into: &mut Usage, from: Usage) {
+    into.prompt_tokens = from.prompt_tokens.or(into.prompt_tokens);
+    into.completion_tokens = from.completion_tokens.or(into.completion_tokens);
+    into.reasoning_tokens = from.reasoning_tokens.or(into.reasoning_tokens);
+    into.cached_tokens = from.cached_tokens.or(into.cached_tokens);
+}
+
+pub(super) fn truncate_lossy(bytes: &[u8]) -> String {
+    let cut = &bytes[..bytes.len().min(ERROR_TEXT_LIMIT)];
+    String::from_utf8_lossy(cut).into_owned()
+}

@@ -1,0 +1,100 @@
+//! Shared helpers of the import, analyze and capacity end-to-end tests: fixture paths, the real
+//! `tokentrace` binary run to success and its JSON read back, and imported traces.
+#![allow(dead_code)]
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use tokentrace_format::{RequestRecord, TraceReader};
+
+/// The fixtures directory: the workspace's `tests/fixtures` copy when present, else the
+/// shared one beside the workspace.
+pub fn fixtures() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let local = root.join("tests/fixtures");
+    if local.exists() {
+        local
+    } else {
+        root.join("../shared/fixtures")
+    }
+}
+
+/// The AIPerf 0.13 fixture run (its exports and `profile_export_aiperf.json` summary).
+pub fn aiperf_fixture() -> PathBuf {
+    fixtures().join("aiperf-0.13-chat")
+}
+
+/// A JSON file, parsed.
+pub fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// A JSON Lines file, one value per line.
+pub fn read_jsonl(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The `tokentrace` binary, ready for arguments.
+pub fn tokentrace() -> Command {
+    Command::cargo_bin("tokentrace").unwrap()
+}
+
+/// Runs `command`, asserts it succeeded (showing its stderr otherwise) and returns its stdout.
+#[track_caller]
+pub fn stdout_of(command: &mut Command) -> Vec<u8> {
+    let out = command.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// Runs `command` to success and parses its stdout as JSON.
+#[track_caller]
+pub fn json_of(command: &mut Command) -> Value {
+    serde_json::from_slice(&stdout_of(command)).unwrap()
+}
+
+/// `tokentrace import KIND INPUT -o TRACE`, asserted to succeed; returns the assertion for
+/// further checks on its output.
+pub fn import(kind: &str, input: &Path, trace: &Path) -> assert_cmd::assert::Assert {
+    tokentrace()
+        .args(["import", kind])
+        .arg(input)
+        .arg("-o")
+        .arg(trace)
+        .assert()
+        .success()
+}
+
+/// Imports the AIPerf fixture into `aiperf.trace` in a fresh temporary directory (kept alive
+/// by the returned guard).
+pub fn import_aiperf_fixture() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("aiperf.trace");
+    import("aiperf", &aiperf_fixture(), &trace);
+    (dir, trace)
+}
+
+/// `tokentrace analyze TRACE --protocol PROTOCOL --format json`, parsed.
+pub fn analyze_json(trace: &Path, protocol: &str) -> Value {
+    json_of(tokentrace().arg("analyze").arg(trace).args([
+        "--protocol",
+        protocol,
+        "--format",
+        "json",
+    ]))
+}
+
+/// A trace's reader and its records in id order.
+pub fn records_of(trace: &Path) -> (TraceReader, Vec<RequestRecord>) {
+    let reader = TraceReader::open(trace).unwrap();
+    let mut records: Vec<RequestRecord> = reader.requests().map(Result::unwrap).collect();
+    records.sort_by_key(|r| r.id);
+    (reader, records)
+}
