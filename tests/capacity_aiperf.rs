@@ -17,7 +17,11 @@ fn trial_block_matches_aiperf_on_its_own_run() {
     let (_dir, trace) = common::import_aiperf_fixture();
     let summary = common::read_json(&common::aiperf_fixture().join("profile_export_aiperf.json"));
     let trial = load_trial(&trace).unwrap();
-    let block = Value::Object(TrialMetrics::from_records(&trial.records).to_json());
+    let block = Value::Object(
+        TrialMetrics::from_records(&trial.records)
+            .unwrap()
+            .to_json(),
+    );
 
     // Per-request statistics: AIPerf's to the last bit (ITL and its inverse may differ in the
     // last bits where AIPerf sums in another order).

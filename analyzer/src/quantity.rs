@@ -22,10 +22,44 @@ pub fn anchor_ns(f: &RequestFacts, anchor: Anchor) -> Option<u64> {
     }
 }
 
+/// `to - from` in nanoseconds, as a float (negative if the anchors are out of order).
+pub fn interval_ns(f: &RequestFacts, from: Anchor, to: Anchor) -> Option<f64> {
+    let (a, b) = (anchor_ns(f, from)?, anchor_ns(f, to)?);
+    Some((i128::from(b) - i128::from(a)) as f64)
+}
+
 /// `to - from` in milliseconds (negative if the anchors are out of order).
 pub fn interval_ms(f: &RequestFacts, from: Anchor, to: Anchor) -> Option<f64> {
-    let (a, b) = (anchor_ns(f, from)?, anchor_ns(f, to)?);
-    Some((i128::from(b) - i128::from(a)) as f64 / 1e6)
+    Some(interval_ns(f, from, to)? / 1e6)
+}
+
+/// The units a `per_unit` quantity divides by (`count - minus`); None when not positive.
+fn units_of(f: &RequestFacts, c: Count, minus: u32, sources: &[TokenSource]) -> Option<u64> {
+    count(f, c, sources)?
+        .checked_sub(u64::from(minus))
+        .filter(|&units| units > 0)
+}
+
+/// The value of a time quantity (`interval` or `per_unit`) in nanoseconds, before any
+/// conversion to ms; None for other kinds or when undefined for the request.
+///
+/// AIPerf keeps per-request times in integer ns and converts only its statistics (×1e-6 for
+/// ms), so a statistic printed to the last bit needs the values in ns: the capacity report
+/// reads AIPerf's metrics through this.
+pub fn value_ns(f: &RequestFacts, q: &Quantity, sources: &[TokenSource]) -> Option<f64> {
+    match *q {
+        Quantity::Interval { from, to } => interval_ns(f, from, to),
+        Quantity::PerUnit {
+            from,
+            to,
+            count: c,
+            minus,
+        } => {
+            let units = units_of(f, c, minus, sources)?;
+            Some(interval_ns(f, from, to)? / units as f64)
+        }
+        _ => None,
+    }
 }
 
 /// The request's output tokens and the first of `sources` that knows them.
@@ -88,10 +122,7 @@ pub fn value(f: &RequestFacts, q: &Quantity, cx: &EvalContext<'_>) -> Option<f64
             count: c,
             minus,
         } => {
-            let units = count(f, c, cx.sources)?.checked_sub(u64::from(minus))?;
-            if units == 0 {
-                return None;
-            }
+            let units = units_of(f, c, minus, cx.sources)?;
             Some(interval_ms(f, from, to)? / units as f64)
         }
         Quantity::Rate {
@@ -192,4 +223,68 @@ pub fn summarize_weighted(pairs: Vec<(f64, f64)>, wanted: &[Stat]) -> Vec<Option
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::{summarize_record, GapChunks};
+    use tokentrace_format::{Channel, ChunkRecord, Outcome, Phase, RequestRecord, Usage};
+
+    #[test]
+    fn time_quantities_in_ns_are_the_unconverted_values() {
+        let chunk = |arrival_ns: u64| ChunkRecord {
+            arrival_ns,
+            read_index: 0,
+            bytes: 10,
+            channel: Channel::Content,
+            text_len: 3,
+            tokens: None,
+            text: None,
+        };
+        let record = RequestRecord {
+            id: 1,
+            phase: Phase::Measured,
+            trial: 0,
+            intended_ns: 0,
+            send_ns: 1_000,
+            headers_ns: None,
+            end_ns: 10_000_000,
+            http_status: 200,
+            outcome: Outcome::Ok,
+            error: None,
+            usage: Usage::default(),
+            finish_reason: None,
+            prompt_hash: 0,
+            prompt_bytes: 0,
+            output_hash: 0,
+            output_bytes: 0,
+            planned_input_tokens: None,
+            response_headers: vec![],
+            chunks: vec![chunk(3_001_000), chunk(5_001_000), chunk(9_001_000)],
+        };
+        let f = summarize_record(0, &record, GapChunks::Output, None);
+        let sources = [TokenSource::Chunks];
+        let ttft = Quantity::Interval {
+            from: Anchor::Send,
+            to: Anchor::FirstOutput,
+        };
+        assert_eq!(value_ns(&f, &ttft, &sources), Some(3e6));
+        let itl = Quantity::PerUnit {
+            from: Anchor::FirstOutput,
+            to: Anchor::LastOutput,
+            count: Count::OutputTokens,
+            minus: 1,
+        };
+        assert_eq!(value_ns(&f, &itl, &sources), Some(3e6));
+        let one_token = Quantity::PerUnit {
+            from: Anchor::FirstOutput,
+            to: Anchor::LastOutput,
+            count: Count::OutputTokens,
+            minus: 3,
+        };
+        assert_eq!(value_ns(&f, &one_token, &sources), None);
+        assert_eq!(value_ns(&f, &Quantity::Gaps, &sources), None);
+        assert_eq!(interval_ms(&f, Anchor::Send, Anchor::LastOutput), Some(9.0));
+    }
 }

@@ -1,12 +1,15 @@
 //! One trial's metric block, under AIPerf's definitions (the fixture's method).
 //!
-//! Per successful measured request, with times from the request's send, read off the
-//! analyzer's per-request facts (the same facts every protocol is evaluated on):
-//! - TTFT: the first non-empty reasoning or content delta (`first_output`);
-//! - request latency: the last non-empty reasoning or content delta (`last_output`, not the
-//!   usage event or `[DONE]` that may follow);
-//! - output sequence length: the server's `usage.completion_tokens` (AIPerf's
-//!   `server_token_count`), else the number of non-empty output deltas;
+//! Per successful measured request, with times from the request's send, evaluated on the
+//! analyzer's per-request facts with the analyzer's `aiperf` protocol (its request filter and
+//! its `time_to_first_token`, `request_latency` and `inter_token_latency` quantities):
+//! - TTFT: the first non-empty reasoning or content delta;
+//! - request latency: the last non-empty reasoning or content delta (not the usage event or
+//!   `[DONE]` that may follow);
+//! - output sequence length: the server's `usage.completion_tokens` (AIPerf 0.10's
+//!   `server_token_count`), else the number of non-empty output deltas: the protocol's
+//!   `token_sources` set to [`AIPERF_0_10_TOKEN_SOURCES`] (0.13 prefers its client tokenizer's
+//!   count, which only an imported run has);
 //! - ITL: (latency - TTFT) / (OSL - 1), for OSL > 1; per-user throughput: 1 / ITL.
 //!
 //! Per trial: benchmark duration from the first send to the last output of a successful
@@ -16,17 +19,73 @@
 //! the aiperf protocol's settings (numpy-linear percentiles, running-sum mean), taken on ns
 //! values and multiplied by 1e-6 for ms, as AIPerf does.
 
+use crate::error::CapacityError;
+use crate::judge::DEFAULT_PROTOCOL;
 use crate::slo::SloMetric;
 use serde_json::{json, Map, Value};
+use std::sync::OnceLock;
 use tokentrace_analyzer::facts::{summarize_record, GapChunks};
-use tokentrace_analyzer::protocol::{Stat, TokenSource};
+use tokentrace_analyzer::protocol::{builtin, Count, Quantity, RequestFilter, Stat, TokenSource};
 use tokentrace_analyzer::quantity;
 use tokentrace_analyzer::stats::{PercentileMethod, StdKind, Summation};
-use tokentrace_format::{Outcome, Phase, RequestRecord};
+use tokentrace_format::RequestRecord;
 
 /// Where AIPerf 0.10 takes a request's output sequence length from: the server's usage, else
 /// the count of output deltas.
-const TOKEN_SOURCES: [TokenSource; 2] = [TokenSource::Usage, TokenSource::Chunks];
+pub const AIPERF_0_10_TOKEN_SOURCES: [TokenSource; 2] = [TokenSource::Usage, TokenSource::Chunks];
+
+/// The parts of the `aiperf` protocol the trial block is computed with.
+#[derive(Debug, Clone)]
+pub struct AiperfDefinitions {
+    /// Which requests count (measured and successful).
+    requests: RequestFilter,
+    /// Where output tokens come from ([`AIPERF_0_10_TOKEN_SOURCES`]).
+    token_sources: Vec<TokenSource>,
+    /// Send to first output.
+    ttft: Quantity,
+    /// Send to last output.
+    request_latency: Quantity,
+    /// First to last output per output token after the first.
+    itl: Quantity,
+}
+
+impl AiperfDefinitions {
+    /// Reads the definitions from the built-in `aiperf` protocol, with AIPerf 0.10's token
+    /// sources.
+    pub fn from_builtin() -> Result<AiperfDefinitions, CapacityError> {
+        let fail = |why: String| CapacityError::UnknownProtocol(DEFAULT_PROTOCOL.into(), why);
+        let protocol = builtin::find(DEFAULT_PROTOCOL).map_err(|e| fail(e.to_string()))?;
+        let quantity = |name: &str| {
+            protocol
+                .metrics
+                .iter()
+                .find(|m| m.name == name)
+                .map(|m| m.quantity.clone())
+                .ok_or_else(|| fail(format!("no metric `{name}`")))
+        };
+        Ok(AiperfDefinitions {
+            ttft: quantity("time_to_first_token")?,
+            request_latency: quantity("request_latency")?,
+            itl: quantity("inter_token_latency")?,
+            requests: protocol.requests.clone(),
+            token_sources: AIPERF_0_10_TOKEN_SOURCES.to_vec(),
+        })
+    }
+
+    /// The built-in definitions, read once.
+    pub fn builtin() -> Result<&'static AiperfDefinitions, CapacityError> {
+        static DEFINITIONS: OnceLock<Result<AiperfDefinitions, String>> = OnceLock::new();
+        DEFINITIONS
+            .get_or_init(|| AiperfDefinitions::from_builtin().map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|why| CapacityError::UnknownProtocol(DEFAULT_PROTOCOL.into(), why.clone()))
+    }
+
+    fn counts(&self, record: &RequestRecord) -> bool {
+        self.requests.phases.contains(&record.phase)
+            && self.requests.outcomes.contains(&record.outcome)
+    }
+}
 
 /// `wanted` statistics of per-request `values` (in record order) as AIPerf takes them: the
 /// analyzer's numpy-linear percentiles and running-sum mean, the aiperf protocol's settings.
@@ -104,15 +163,14 @@ pub struct TrialMetrics {
 pub const NS_TO_MS: f64 = 1e-6;
 
 impl TrialMetrics {
-    /// Computes the metrics of the measured requests among `records`.
-    pub fn from_records(records: &[RequestRecord]) -> TrialMetrics {
+    /// Computes the metrics of the measured requests among `records`; fails only when the
+    /// built-in `aiperf` protocol lacks a definition the block needs.
+    pub fn from_records(records: &[RequestRecord]) -> Result<TrialMetrics, CapacityError> {
+        let definitions = AiperfDefinitions::builtin()?;
         let mut m = TrialMetrics::default();
         let mut window: Option<(u64, u64)> = None;
-        let measured_ok = records
-            .iter()
-            .filter(|r| r.phase == Phase::Measured && r.outcome == Outcome::Ok);
-        for record in measured_ok {
-            if let Some(last_output_ns) = m.add_request(record) {
+        for record in records.iter().filter(|r| definitions.counts(r)) {
+            if let Some(last_output_ns) = m.add_request(definitions, record) {
                 let (start, end) = window.unwrap_or((record.send_ns, last_output_ns));
                 window = Some((start.min(record.send_ns), end.max(last_output_ns)));
             }
@@ -120,23 +178,24 @@ impl TrialMetrics {
         if let Some((start, end)) = window {
             m.duration_s = end.saturating_sub(start) as f64 * 1e-9;
         }
-        m
+        Ok(m)
     }
 
     /// Adds one request; returns the arrival of its last output, None when it had none.
-    fn add_request(&mut self, record: &RequestRecord) -> Option<u64> {
+    fn add_request(&mut self, defs: &AiperfDefinitions, record: &RequestRecord) -> Option<u64> {
         let facts = summarize_record(0, record, GapChunks::Output, None);
-        let first = facts.first_output_ns?;
         let last = facts.last_output_ns?;
-        let (osl, _) = quantity::output_tokens(&facts, &TOKEN_SOURCES)?;
-        let ttft = first.saturating_sub(record.send_ns) as f64;
-        let latency = last.saturating_sub(record.send_ns) as f64;
+        let sources = &defs.token_sources;
+        let osl = quantity::count(&facts, Count::OutputTokens, sources)?;
+        // Times before the send cannot happen on one clock; clamp as AIPerf's unsigned ns do.
+        let ns = |q: &Quantity| quantity::value_ns(&facts, q, sources).map(|v| v.max(0.0));
+        let ttft = ns(&defs.ttft)?;
+        let latency = ns(&defs.request_latency)?;
         self.requests += 1;
         self.output_tokens += osl;
         self.ttft_ns.push(ttft);
         self.request_latency_ns.push(latency);
-        if osl > 1 {
-            let itl = (latency - ttft) / (osl - 1) as f64;
+        if let Some(itl) = ns(&defs.itl) {
             self.itl_ns.push(itl);
             if itl > 0.0 {
                 self.per_user_tps.push(1.0 / (itl * 1e-9));
@@ -217,7 +276,7 @@ impl TrialMetrics {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use tokentrace_format::{Channel, ChunkRecord, Usage};
+    use tokentrace_format::{Channel, ChunkRecord, Outcome, Phase, Usage};
 
     /// A successful record: sent at `send`, output chunks at `arrivals` (ms from send), then a
     /// usage event and `[DONE]`, with the given usage.
@@ -287,7 +346,7 @@ pub(crate) mod tests {
             // TTFT 300 ms, last output 500 ms, 5 tokens: ITL 50 ms.
             record(2, Phase::Measured, 1500, &[300, 500], 5),
         ];
-        let m = TrialMetrics::from_records(&records);
+        let m = TrialMetrics::from_records(&records).unwrap();
         assert_eq!(m.ttft_ns, vec![100e6, 300e6]);
         assert_eq!(m.request_latency_ns, vec![400e6, 500e6]);
         assert_eq!(m.itl_ns, vec![100e6, 50e6]);
@@ -314,14 +373,47 @@ pub(crate) mod tests {
         let mut failed = record(1, Phase::Measured, 0, &[100], 1);
         failed.outcome = Outcome::HttpError;
         failed.http_status = 503;
-        let m = TrialMetrics::from_records(&[failed]);
+        let m = TrialMetrics::from_records(&[failed]).unwrap();
         assert_eq!(m.requests, 0);
         let block = Value::Object(m.to_json());
         assert_eq!(block["ttft_ms"]["p95"], Value::Null);
-        let m = TrialMetrics::from_records(&[]);
+        let m = TrialMetrics::from_records(&[]).unwrap();
         assert_eq!(
             Value::Object(m.to_json())["output_throughput_tps"],
             Value::Null
         );
+    }
+
+    #[test]
+    fn without_usage_osl_is_the_output_delta_count() {
+        // Three output deltas, no usage: OSL 3, ITL (300 - 100) / 2 ms.
+        let mut r = record(1, Phase::Measured, 0, &[100, 200, 300], 0);
+        r.usage.completion_tokens = None;
+        let m = TrialMetrics::from_records(&[r]).unwrap();
+        assert_eq!(m.output_tokens, 3);
+        assert_eq!(m.itl_ns, vec![100e6]);
+        assert_eq!(m.server_completion_tokens, MinMax::default());
+    }
+
+    #[test]
+    fn definitions_are_the_aiperf_protocols_with_0_10_token_sources() {
+        use tokentrace_analyzer::protocol::Anchor;
+        let defs = AiperfDefinitions::from_builtin().unwrap();
+        assert_eq!(defs.token_sources, AIPERF_0_10_TOKEN_SOURCES);
+        let interval = |to| Quantity::Interval {
+            from: Anchor::Send,
+            to,
+        };
+        assert_eq!(defs.ttft, interval(Anchor::FirstOutput));
+        assert_eq!(defs.request_latency, interval(Anchor::LastOutput));
+        assert!(matches!(
+            defs.itl,
+            Quantity::PerUnit {
+                from: Anchor::FirstOutput,
+                to: Anchor::LastOutput,
+                count: Count::OutputTokens,
+                minus: 1
+            }
+        ));
     }
 }

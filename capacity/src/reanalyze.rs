@@ -63,7 +63,7 @@ pub fn measure_trial(
     if !loaded.complete {
         return Ok(None);
     }
-    let metrics = TrialMetrics::from_records(&loaded.records);
+    let metrics = TrialMetrics::from_records(&loaded.records)?;
     let correctness = Correctness::of_trial(&loaded.records, workload.osl, loaded.finished_cleanly);
     let slos_hold = judge.slos_hold(path, &metrics)?;
     Ok(Some(TrialData::judge(

@@ -105,7 +105,7 @@ fn levels(slos: &[Slo], concurrencies: &[(u32, u32)]) -> Vec<RecordedLevel> {
             trials: (1..=trials)
                 .map(|t| {
                     let records = trial_records(100 + 50 * u64::from(c));
-                    let metrics = TrialMetrics::from_records(&records);
+                    let metrics = TrialMetrics::from_records(&records).unwrap();
                     let hold = slos.iter().all(|s| s.holds(&metrics));
                     TrialData::judge(t, metrics, Correctness::of_trial(&records, 4, true), hold)
                 })

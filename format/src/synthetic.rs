@@ -128,8 +128,8 @@ pub fn request(
     }
 }
 
-/// `count` requests , each with about `output_chunks` content
-/// events, in completion order.
+/// `count` requests with `output_chunks / 2 ..= 3 * output_chunks / 2` content events each,
+/// started 137 ms apart and returned in completion order.
 pub fn requests(
     seed: u64,
     count: usize,
