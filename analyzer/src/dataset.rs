@@ -94,9 +94,12 @@ impl Dataset {
         let workers = options.threads.clamp(1, reader.block_count().max(1));
         let mut chunks = 0u64;
         if workers == 1 {
+            // One block's buffers, reused: decoding into warm memory is about twice as fast
+            // as allocating fresh columns per block.
+            let mut block = DecodedBlock::default();
             for index in 0..reader.block_count() {
-                match reader.decode_block(index) {
-                    Ok(block) => {
+                match reader.decode_block_into(index, &mut block) {
+                    Ok(()) => {
                         chunks += block.chunks.len() as u64;
                         self.add_block(trace, &block, options);
                     }
@@ -115,9 +118,10 @@ impl Dataset {
                         scope.spawn(move || {
                             let (mut part, mut n, mut errors) =
                                 (Dataset::default(), 0u64, Vec::new());
+                            let mut block = DecodedBlock::default();
                             for index in (k..reader.block_count()).step_by(workers) {
-                                match reader.decode_block(index) {
-                                    Ok(block) => {
+                                match reader.decode_block_into(index, &mut block) {
+                                    Ok(()) => {
                                         n += block.chunks.len() as u64;
                                         part.add_block(trace, &block, options);
                                     }

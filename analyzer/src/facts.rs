@@ -333,11 +333,17 @@ pub fn summarize_record(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use tokentrace_format::ChunkRecord;
 
-    fn chunk(arrival_ns: u64, channel: Channel, text_len: u32, tokens: Option<u32>) -> ChunkRecord {
+    /// A chunk for the facts tests.
+    pub(crate) fn chunk(
+        arrival_ns: u64,
+        channel: Channel,
+        text_len: u32,
+        tokens: Option<u32>,
+    ) -> ChunkRecord {
         ChunkRecord {
             arrival_ns,
             read_index: 0,
@@ -349,7 +355,8 @@ mod tests {
         }
     }
 
-    fn record(chunks: Vec<ChunkRecord>) -> RequestRecord {
+    /// A successful measured request sent at 1 µs, ended at 9 µs, carrying `chunks`.
+    pub(crate) fn record(chunks: Vec<ChunkRecord>) -> RequestRecord {
         RequestRecord {
             id: 7,
             phase: Phase::Measured,

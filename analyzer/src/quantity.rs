@@ -33,11 +33,27 @@ pub fn interval_ms(f: &RequestFacts, from: Anchor, to: Anchor) -> Option<f64> {
     Some(interval_ns(f, from, to)? / 1e6)
 }
 
-/// The units a `per_unit` quantity divides by (`count - minus`); None when not positive.
-fn units_of(f: &RequestFacts, c: Count, minus: u32, sources: &[TokenSource]) -> Option<u64> {
-    count(f, c, sources)?
+/// A `per_unit` quantity with its interval measured by `interval` (ms or ns): the interval
+/// over `count - minus` units; None for other kinds or when the units are not positive.
+fn per_unit(
+    f: &RequestFacts,
+    q: &Quantity,
+    sources: &[TokenSource],
+    interval: fn(&RequestFacts, Anchor, Anchor) -> Option<f64>,
+) -> Option<f64> {
+    let Quantity::PerUnit {
+        from,
+        to,
+        count: c,
+        minus,
+    } = *q
+    else {
+        return None;
+    };
+    let units = count(f, c, sources)?
         .checked_sub(u64::from(minus))
-        .filter(|&units| units > 0)
+        .filter(|&units| units > 0)?;
+    Some(interval(f, from, to)? / units as f64)
 }
 
 /// The value of a time quantity (`interval` or `per_unit`) in nanoseconds, before any
@@ -49,15 +65,7 @@ fn units_of(f: &RequestFacts, c: Count, minus: u32, sources: &[TokenSource]) -> 
 pub fn value_ns(f: &RequestFacts, q: &Quantity, sources: &[TokenSource]) -> Option<f64> {
     match *q {
         Quantity::Interval { from, to } => interval_ns(f, from, to),
-        Quantity::PerUnit {
-            from,
-            to,
-            count: c,
-            minus,
-        } => {
-            let units = units_of(f, c, minus, sources)?;
-            Some(interval_ns(f, from, to)? / units as f64)
-        }
+        Quantity::PerUnit { .. } => per_unit(f, q, sources, interval_ns),
         _ => None,
     }
 }
@@ -116,15 +124,7 @@ pub struct EvalContext<'a> {
 pub fn value(f: &RequestFacts, q: &Quantity, cx: &EvalContext<'_>) -> Option<f64> {
     match *q {
         Quantity::Interval { from, to } => interval_ms(f, from, to),
-        Quantity::PerUnit {
-            from,
-            to,
-            count: c,
-            minus,
-        } => {
-            let units = units_of(f, c, minus, cx.sources)?;
-            Some(interval_ms(f, from, to)? / units as f64)
-        }
+        Quantity::PerUnit { .. } => per_unit(f, q, cx.sources, interval_ms),
         Quantity::Rate {
             count: c,
             minus,
@@ -228,63 +228,37 @@ pub fn summarize_weighted(pairs: Vec<(f64, f64)>, wanted: &[Stat]) -> Vec<Option
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::facts::tests::{chunk, record};
     use crate::facts::{summarize_record, GapChunks};
-    use tokentrace_format::{Channel, ChunkRecord, Outcome, Phase, RequestRecord, Usage};
+    use tokentrace_format::Channel;
 
     #[test]
     fn time_quantities_in_ns_are_the_unconverted_values() {
-        let chunk = |arrival_ns: u64| ChunkRecord {
-            arrival_ns,
-            read_index: 0,
-            bytes: 10,
-            channel: Channel::Content,
-            text_len: 3,
-            tokens: None,
-            text: None,
-        };
-        let record = RequestRecord {
-            id: 1,
-            phase: Phase::Measured,
-            trial: 0,
-            intended_ns: 0,
-            send_ns: 1_000,
-            headers_ns: None,
-            end_ns: 10_000_000,
-            http_status: 200,
-            outcome: Outcome::Ok,
-            error: None,
-            usage: Usage::default(),
-            finish_reason: None,
-            prompt_hash: 0,
-            prompt_bytes: 0,
-            output_hash: 0,
-            output_bytes: 0,
-            planned_input_tokens: None,
-            response_headers: vec![],
-            chunks: vec![chunk(3_001_000), chunk(5_001_000), chunk(9_001_000)],
-        };
-        let f = summarize_record(0, &record, GapChunks::Output, None);
+        // Sent at 1 µs; output at 3, 5 and 9 µs.
+        let r = record(vec![
+            chunk(3_000, Channel::Content, 3, None),
+            chunk(5_000, Channel::Content, 3, None),
+            chunk(9_000, Channel::Content, 3, None),
+        ]);
+        let f = summarize_record(0, &r, GapChunks::Output, None);
         let sources = [TokenSource::Chunks];
         let ttft = Quantity::Interval {
             from: Anchor::Send,
             to: Anchor::FirstOutput,
         };
-        assert_eq!(value_ns(&f, &ttft, &sources), Some(3e6));
-        let itl = Quantity::PerUnit {
+        assert_eq!(value_ns(&f, &ttft, &sources), Some(2_000.0));
+        let per_token = |minus| Quantity::PerUnit {
             from: Anchor::FirstOutput,
             to: Anchor::LastOutput,
             count: Count::OutputTokens,
-            minus: 1,
+            minus,
         };
-        assert_eq!(value_ns(&f, &itl, &sources), Some(3e6));
-        let one_token = Quantity::PerUnit {
-            from: Anchor::FirstOutput,
-            to: Anchor::LastOutput,
-            count: Count::OutputTokens,
-            minus: 3,
-        };
-        assert_eq!(value_ns(&f, &one_token, &sources), None);
+        assert_eq!(value_ns(&f, &per_token(1), &sources), Some(3_000.0));
+        assert_eq!(value_ns(&f, &per_token(3), &sources), None);
         assert_eq!(value_ns(&f, &Quantity::Gaps, &sources), None);
-        assert_eq!(interval_ms(&f, Anchor::Send, Anchor::LastOutput), Some(9.0));
+        assert_eq!(
+            interval_ms(&f, Anchor::Send, Anchor::LastOutput),
+            Some(0.008)
+        );
     }
 }
