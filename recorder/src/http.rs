@@ -7,6 +7,7 @@ use crate::error::RecordError;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper_rustls::HttpsConnector;
+use crate::read_clock::TimedConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -21,7 +22,8 @@ use std::time::Duration;
 const HTTP1_READ_BUF: usize = 4096;
 
 /// The pooled client every request goes through.
-pub type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+/// Its TCP streams stamp a [`crate::read_clock::ReadClock`] on every read.
+pub type HttpClient = Client<HttpsConnector<TimedConnector>, Full<Bytes>>;
 
 /// Build the client for `config` (TLS roots, ALPN and pool sized for the load).
 pub fn build_client(config: &RecordConfig) -> Result<HttpClient, RecordError> {
@@ -33,6 +35,7 @@ pub fn build_client(config: &RecordConfig) -> Result<HttpClient, RecordError> {
     let builder = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_or_http();
+    let http = TimedConnector(http);
     let connector = match config.http {
         HttpVersion::Http1 => builder.enable_http1().wrap_connector(http),
         HttpVersion::Http2 => builder.enable_http2().wrap_connector(http),

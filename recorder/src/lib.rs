@@ -16,6 +16,7 @@ pub mod load;
 pub mod manifest;
 pub mod progress;
 pub mod prompts;
+pub mod read_clock;
 pub mod run;
 pub mod schedule;
 pub mod sse;

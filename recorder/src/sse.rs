@@ -105,7 +105,8 @@ impl SseParser {
     where
         F: FnMut(SseEvent<'_>),
     {
-        if self.after_cr {
+        // An empty read says nothing about whether a CR that ended the last read starts a CRLF.
+        if self.after_cr && !input.is_empty() {
             self.after_cr = false;
             if let Some((&b'\n', rest)) = input.split_first() {
                 self.wire_bytes += 1;
@@ -293,6 +294,15 @@ mod tests {
             .feed(b"data: [DONE]\n\n", |e| done = e.is_done())
             .unwrap();
         assert!(done);
+    }
+
+    #[test]
+    fn empty_read_between_cr_and_lf_keeps_one_line_end() {
+        let reads: [&[u8]; 3] = [b"data: a\r", b"", b"\ndata: b\r\n\r\n"];
+        let (events, wire, pending) = parse_reads(&reads);
+        assert_eq!(datas(&events), vec![&b"a\nb"[..]]);
+        assert_eq!(wire, 20);
+        assert!(!pending);
     }
 
     #[test]

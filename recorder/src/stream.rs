@@ -8,6 +8,7 @@
 use crate::classify::OutputSink;
 use crate::config::Capture;
 use crate::http::{error_chain, HttpClient};
+use crate::read_clock::ReadClock;
 use crate::sse::{SseError, SseParser};
 use bytes::Bytes;
 use events::{truncate_lossy, ERROR_TEXT_LIMIT};
@@ -233,6 +234,7 @@ impl StreamState {
             }
         };
         self.record.headers_ns = Some(ctx.now_ns());
+        let read_clock = response.extensions().get::<ReadClock>().cloned();
         self.record.http_status = response.status().as_u16();
         for name in KEPT_HEADERS {
             if let Some(value) = response.headers().get(name) {
@@ -264,7 +266,12 @@ impl StreamState {
                 }
             };
             // The arrival clock is read before anything looks at the bytes.
-            let arrival_ns = ctx.now_ns();
+            let now_ns = ctx.now_ns();
+            // The connection's latest socket read: hyper's connection task decodes the frame
+            // and hands it over, and this task may run much later under load.
+            let arrival_ns = read_clock
+                .as_ref()
+                .map_or(now_ns, |clock| clock.arrival_ns(ctx.anchor_mono_ns, now_ns));
             match frame {
                 None => return self.end_of_body(arrival_ns),
                 Some(Err(err)) => {
