@@ -19,7 +19,9 @@ fn us(ns: f64) -> String {
 }
 
 fn ratio(a: f64, b: f64) -> String {
-    if b > 0.0 {
+    if b > 0.0 && a / b < 0.1 {
+        format!("{:.3}×", a / b)
+    } else if b > 0.0 {
         format!("{:.1}×", a / b)
     } else {
         "—".into()

@@ -184,7 +184,10 @@ pub struct Usage {
 /// One streamed SSE event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChunkRecord {
-    /// When the bytes holding the event's end were read, before any parsing (ns from anchor).
+    /// When the bytes holding the event's end arrived, before any parsing (ns from anchor): the
+    /// kernel's receive time of the socket read that returned them where the recorder's host
+    /// provides it (Linux `SO_TIMESTAMPNS`, moved onto CLOCK_MONOTONIC), otherwise the
+    /// monotonic clock read when that read returned.
     pub arrival_ns: u64,
     /// 0-based index of the body read (frame) of this response that completed the event;
     /// events sharing a read share its arrival time.

@@ -4,10 +4,10 @@
 
 use crate::config::{HttpVersion, RecordConfig};
 use crate::error::RecordError;
+use crate::read_clock::TimedConnector;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper_rustls::HttpsConnector;
-use crate::read_clock::TimedConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;

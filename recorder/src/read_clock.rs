@@ -7,6 +7,11 @@
 //! reaches the request task measures the client's own queueing. The cell holds the time of the
 //! connection's latest read, which is at or after the read that delivered the frame's bytes and
 //! at or before the request task's own clock read.
+//!
+//! On Linux the time is the kernel's own receive timestamp of the last segment a read returned
+//! (`SO_TIMESTAMPNS`, read with `recvmsg`), so even the connection task's lateness drops out:
+//! when a decode step delivers a thousand events at once, the client processes them one after
+//! another, and a clock read in user space would stamp the last one a thousand events late.
 
 use hyper::Uri;
 use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
@@ -17,7 +22,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use tokentrace_format::clock::mono_now_ns;
+use tokentrace_format::clock::{mono_now_ns, realtime_now_ns};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
@@ -28,6 +33,14 @@ pub struct ReadClock(Arc<AtomicU64>);
 impl ReadClock {
     fn stamp(&self) {
         self.0.store(mono_now_ns(), Ordering::Release);
+    }
+
+    /// Stamp with a kernel receive time (CLOCK_REALTIME ns), moved onto CLOCK_MONOTONIC by
+    /// its age: the two clocks tick at the same rate over milliseconds.
+    fn stamp_kernel(&self, received_realtime_ns: u64) {
+        let age = realtime_now_ns().saturating_sub(received_realtime_ns);
+        self.0
+            .store(mono_now_ns().saturating_sub(age), Ordering::Release);
     }
 
     /// The latest read's time, absolute CLOCK_MONOTONIC ns; 0 before the first read.
@@ -51,14 +64,18 @@ impl ReadClock {
 pub struct TimedTcp {
     tcp: TcpStream,
     clock: ReadClock,
+    /// The kernel timestamps received segments (`SO_TIMESTAMPNS` was accepted).
+    kernel_stamps: bool,
 }
 
 impl TimedTcp {
     /// Wrap a connected stream.
     pub fn new(tcp: TcpStream) -> TimedTcp {
+        let kernel_stamps = kernel::enable(&tcp);
         TimedTcp {
             tcp,
             clock: ReadClock::default(),
+            kernel_stamps,
         }
     }
 
@@ -75,6 +92,9 @@ impl AsyncRead for TimedTcp {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if this.kernel_stamps {
+            return kernel::poll_read(&this.tcp, &this.clock, cx, buf);
+        }
         let before = buf.filled().len();
         let result = Pin::new(&mut this.tcp).poll_read(cx, buf);
         if matches!(result, Poll::Ready(Ok(()))) && buf.filled().len() > before {
@@ -144,27 +164,164 @@ impl tower_service::Service<Uri> for TimedConnector {
     }
 }
 
+/// Kernel receive timestamps of TCP reads (Linux); elsewhere the user-space clock is used.
+#[cfg(target_os = "linux")]
+mod kernel {
+    use super::ReadClock;
+    use std::io;
+    use std::mem::MaybeUninit;
+    use std::os::fd::{AsRawFd, RawFd};
+    use std::task::{ready, Context, Poll};
+    use tokio::io::{Interest, ReadBuf};
+    use tokio::net::TcpStream;
+
+    /// Ask the kernel to timestamp received segments; false when it refuses.
+    pub(super) fn enable(tcp: &TcpStream) -> bool {
+        let on: libc::c_int = 1;
+        // SAFETY: a valid socket and a c_int option value of the stated size.
+        let rc = unsafe {
+            libc::setsockopt(
+                tcp.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_TIMESTAMPNS,
+                (&on as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        rc == 0
+    }
+
+    /// Read with `recvmsg` and stamp `clock` with the receive time of the last segment read.
+    pub(super) fn poll_read(
+        tcp: &TcpStream,
+        clock: &ReadClock,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        loop {
+            ready!(tcp.poll_read_ready(cx))?;
+            let fd = tcp.as_raw_fd();
+            // SAFETY: recvmsg writes only initialized bytes, and only the `n` it reports are
+            // marked initialized and filled below.
+            let unfilled = unsafe { buf.unfilled_mut() };
+            match tcp.try_io(Interest::READABLE, || recv(fd, unfilled)) {
+                Ok((n, received)) => {
+                    // SAFETY: recvmsg wrote `n` bytes at the start of the unfilled part.
+                    unsafe { buf.assume_init(n) };
+                    buf.advance(n);
+                    if n > 0 {
+                        match received {
+                            Some(ns) => clock.stamp_kernel(ns),
+                            None => clock.stamp(),
+                        }
+                    }
+                    return Poll::Ready(Ok(()));
+                }
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(err) => return Poll::Ready(Err(err)),
+            }
+        }
+    }
+
+    /// One `recvmsg`: bytes read and the `SCM_TIMESTAMPNS` time (CLOCK_REALTIME ns), if any.
+    fn recv(fd: RawFd, buf: &mut [MaybeUninit<u8>]) -> io::Result<(usize, Option<u64>)> {
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        // u64 elements keep the control buffer aligned for cmsghdr.
+        let mut control = [0u64; 8];
+        // SAFETY: an all-zero msghdr is valid; the fields set below point at live buffers.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&control) as _;
+        // SAFETY: `msg` describes valid, writable buffers that outlive the call.
+        let n = unsafe { libc::recvmsg(fd, &mut msg, 0) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut received = None;
+        // SAFETY: the CMSG_* walk stays inside msg_controllen as the kernel filled it, and the
+        // timespec is read unaligned from a message of the type that carries one.
+        unsafe {
+            let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+            while !cmsg.is_null() {
+                if (*cmsg).cmsg_level == libc::SOL_SOCKET
+                    && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS
+                {
+                    let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast());
+                    received = Some((ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64);
+                }
+                cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+            }
+        }
+        Ok((n as usize, received))
+    }
+}
+
+/// Without kernel timestamps every read is stamped in user space.
+#[cfg(not(target_os = "linux"))]
+mod kernel {
+    use super::ReadClock;
+    use std::io;
+    use std::task::{Context, Poll};
+    use tokio::io::ReadBuf;
+    use tokio::net::TcpStream;
+
+    pub(super) fn enable(_tcp: &TcpStream) -> bool {
+        false
+    }
+
+    pub(super) fn poll_read(
+        _tcp: &TcpStream,
+        _clock: &ReadClock,
+        _cx: &mut Context<'_>,
+        _buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Poll::Ready(Err(io::Error::other("kernel timestamps are Linux only")))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     #[tokio::test(flavor = "current_thread")]
-    async fn a_read_with_bytes_stamps_the_clock() {
+    async fn a_read_is_stamped_with_when_its_bytes_arrived() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let client = TcpStream::connect(addr).await.unwrap();
         let (mut server, _) = listener.accept().await.unwrap();
         let mut timed = TimedTcp::new(client);
         assert_eq!(timed.clock().last_read_ns(), 0);
+        // The kernel turns receive timestamping on for the whole host from a deferred work
+        // item when the first socket asks for it; give it time to run.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let written = mono_now_ns();
         server.write_all(b"data: x\n\n").await.unwrap();
-        let before = mono_now_ns();
+        // The bytes wait in the socket before the client reads them.
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let before_read = mono_now_ns();
         let mut buf = [0u8; 64];
         let n = timed.read(&mut buf).await.unwrap();
         let after = mono_now_ns();
         assert_eq!(&buf[..n], b"data: x\n\n");
         let stamped = timed.clock().last_read_ns();
-        assert!(stamped >= before && stamped <= after, "{before} {stamped} {after}");
+        assert!(stamped <= after, "{stamped} > {after}");
+        if cfg!(target_os = "linux") {
+            assert!(timed.kernel_stamps);
+            // The kernel's receive time, not the read's: within a few ms of the write (slack
+            // for converting between the real-time and monotonic clocks).
+            assert!(
+                stamped + 2_000_000 >= written && stamped + 10_000_000 < before_read,
+                "written {written} stamped {stamped} read {before_read}"
+            );
+        } else {
+            assert!(stamped >= before_read);
+        }
         // End of stream returns no bytes and leaves the stamp alone.
         drop(server);
         assert_eq!(timed.read(&mut buf).await.unwrap(), 0);
@@ -174,10 +331,22 @@ mod tests {
     #[test]
     fn arrival_is_the_read_time_capped_by_now() {
         let clock = ReadClock::default();
-        assert_eq!(clock.arrival_ns(1_000, 500), 500, "no read yet: the caller's clock");
+        assert_eq!(
+            clock.arrival_ns(1_000, 500),
+            500,
+            "no read yet: the caller's clock"
+        );
         clock.0.store(1_200, Ordering::Relaxed);
         assert_eq!(clock.arrival_ns(1_000, 500), 200);
-        assert_eq!(clock.arrival_ns(1_000, 150), 150, "never later than the caller's clock");
-        assert_eq!(clock.arrival_ns(2_000, 500), 500, "a read before the anchor is ignored");
+        assert_eq!(
+            clock.arrival_ns(1_000, 150),
+            150,
+            "never later than the caller's clock"
+        );
+        assert_eq!(
+            clock.arrival_ns(2_000, 500),
+            500,
+            "a read before the anchor is ignored"
+        );
     }
 }

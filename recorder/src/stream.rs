@@ -233,8 +233,14 @@ impl StreamState {
                 return;
             }
         };
-        self.record.headers_ns = Some(ctx.now_ns());
+        // Headers and body are stamped by the same clock, so headers never come after a chunk.
         let read_clock = response.extensions().get::<ReadClock>().cloned();
+        let now_ns = ctx.now_ns();
+        self.record.headers_ns = Some(
+            read_clock
+                .as_ref()
+                .map_or(now_ns, |clock| clock.arrival_ns(ctx.anchor_mono_ns, now_ns)),
+        );
         self.record.http_status = response.status().as_u16();
         for name in KEPT_HEADERS {
             if let Some(value) = response.headers().get(name) {
