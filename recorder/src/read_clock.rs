@@ -32,15 +32,20 @@ pub struct ReadClock(Arc<AtomicU64>);
 
 impl ReadClock {
     fn stamp(&self) {
-        self.0.store(mono_now_ns(), Ordering::Release);
+        self.advance(mono_now_ns());
     }
 
-    /// Stamp with a kernel receive time (CLOCK_REALTIME ns), moved onto CLOCK_MONOTONIC by
-    /// its age: the two clocks tick at the same rate over milliseconds.
+    /// Stamp with a kernel receive time (CLOCK_REALTIME ns), moved onto CLOCK_MONOTONIC by the
+    /// current offset between the two clocks.
     fn stamp_kernel(&self, received_realtime_ns: u64) {
-        let age = realtime_now_ns().saturating_sub(received_realtime_ns);
-        self.0
-            .store(mono_now_ns().saturating_sub(age), Ordering::Release);
+        let offset = realtime_minus_mono_ns();
+        self.advance(received_realtime_ns.saturating_sub(offset));
+    }
+
+    /// The cell only moves forward: two reads converted with slightly different offsets must
+    /// not put a later read before an earlier one (headers before their first event).
+    fn advance(&self, mono_ns: u64) {
+        self.0.fetch_max(mono_ns, Ordering::AcqRel);
     }
 
     /// The latest read's time, absolute CLOCK_MONOTONIC ns; 0 before the first read.
@@ -58,6 +63,25 @@ impl ReadClock {
         }
         (last - anchor_mono_ns).min(now_ns)
     }
+}
+
+/// CLOCK_REALTIME − CLOCK_MONOTONIC in ns, from the tightest of three bracketed readings, so
+/// a preemption between two clock reads cannot shift a converted timestamp by its length.
+fn realtime_minus_mono_ns() -> u64 {
+    let mut best = (u64::MAX, 0u64);
+    for _ in 0..3 {
+        let before = mono_now_ns();
+        let real = realtime_now_ns();
+        let after = mono_now_ns();
+        let width = after.saturating_sub(before);
+        if width < best.0 {
+            best = (width, real.saturating_sub(before + width / 2));
+        }
+        if width < 1_000 {
+            break;
+        }
+    }
+    best.1
 }
 
 /// A TCP stream that stamps its [`ReadClock`] whenever a read returns bytes.
@@ -326,6 +350,27 @@ mod tests {
         drop(server);
         assert_eq!(timed.read(&mut buf).await.unwrap(), 0);
         assert_eq!(timed.clock().last_read_ns(), stamped);
+    }
+
+    #[test]
+    fn the_cell_never_moves_back() {
+        let clock = ReadClock::default();
+        clock.advance(5_000);
+        clock.advance(4_990);
+        assert_eq!(clock.last_read_ns(), 5_000);
+        clock.advance(5_010);
+        assert_eq!(clock.last_read_ns(), 5_010);
+    }
+
+    #[test]
+    fn kernel_time_maps_onto_the_monotonic_clock() {
+        let clock = ReadClock::default();
+        let before = mono_now_ns();
+        clock.stamp_kernel(realtime_now_ns());
+        let after = mono_now_ns();
+        let stamped = clock.last_read_ns();
+        // Slack for the clocks' own disagreement (an NTP slew in progress): 1 ms.
+        assert!(stamped + 1_000_000 >= before && stamped <= after + 1_000_000);
     }
 
     #[test]
