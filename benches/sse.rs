@@ -4,9 +4,12 @@
 //!
 //! Run: `cargo bench --bench sse`
 
-use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{
+    black_box, criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput,
+};
 use tokentrace_format::{mono_now_ns, Channel, ChunkRecord};
-use tokentrace_recorder::classify::{classify, classify_general, OutputSink};
+use tokentrace_recorder::classify::{classify, classify_general, Classified, OutputSink};
 use tokentrace_recorder::sse::SseParser;
 
 /// A vLLM-style chat stream: role, `n` content events with continuous usage, usage, [DONE].
@@ -47,6 +50,36 @@ fn event_reads(stream: &[u8]) -> Vec<&[u8]> {
     reads
 }
 
+/// Benchmarks parsing `reads` and classifying every event but `[DONE]` with `classifier`
+/// (summing the text lengths, so the work cannot be skipped). Generic over the classifier so
+/// each one is called directly, as in the recorder, not through a function pointer.
+fn bench_parse_classify<E, F>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    reads: &[&[u8]],
+    classifier: F,
+) where
+    F: Fn(&[u8], &mut OutputSink) -> Result<Classified, E>,
+{
+    group.bench_function(name, |b| {
+        let mut parser = SseParser::default();
+        b.iter(|| {
+            let mut sink = OutputSink::new(false);
+            let mut n = 0u32;
+            for read in reads {
+                parser
+                    .feed(read, |e| {
+                        if !e.is_done() {
+                            n += classifier(e.data, &mut sink).map_or(0, |c| c.text_len);
+                        }
+                    })
+                    .unwrap();
+            }
+            black_box(n)
+        })
+    });
+}
+
 fn bench(c: &mut Criterion) {
     const EVENTS: usize = 256;
     let stream = chat_stream(EVENTS);
@@ -77,41 +110,13 @@ fn bench(c: &mut Criterion) {
         })
     });
 
-    group.bench_function("parse_classify", |b| {
-        let mut parser = SseParser::default();
-        b.iter(|| {
-            let mut sink = OutputSink::new(false);
-            let mut n = 0u32;
-            for read in &reads {
-                parser
-                    .feed(read, |e| {
-                        if !e.is_done() {
-                            n += classify(e.data, &mut sink).map_or(0, |c| c.text_len);
-                        }
-                    })
-                    .unwrap();
-            }
-            black_box(n)
-        })
-    });
-
-    group.bench_function("parse_classify_serde_only", |b| {
-        let mut parser = SseParser::default();
-        b.iter(|| {
-            let mut sink = OutputSink::new(false);
-            let mut n = 0u32;
-            for read in &reads {
-                parser
-                    .feed(read, |e| {
-                        if !e.is_done() {
-                            n += classify_general(e.data, &mut sink).map_or(0, |c| c.text_len);
-                        }
-                    })
-                    .unwrap();
-            }
-            black_box(n)
-        })
-    });
+    bench_parse_classify(&mut group, "parse_classify", &reads, classify);
+    bench_parse_classify(
+        &mut group,
+        "parse_classify_serde_only",
+        &reads,
+        classify_general,
+    );
 
     group.bench_function("hot_path_per_read", |b| {
         let mut parser = SseParser::default();

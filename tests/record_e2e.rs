@@ -1,9 +1,10 @@
 //! `tokentrace record` against the simulator: both APIs, reasoning on and off, several tokens
 //! per chunk, usage, warmup, intended vs actual start.
 
-mod record_common;
+mod common;
 
-use record_common::*;
+use common::recording::*;
+use common::records_of;
 use tokentrace_format::{Channel, Outcome, Phase};
 use tokentrace_sim::ReasoningField;
 
@@ -16,7 +17,7 @@ fn chat_with_reasoning_and_speculative_chunks() {
     });
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("chat.tt");
-    record(
+    let (reader, records) = record_ok(
         &server.base_url(),
         &out,
         &[
@@ -34,10 +35,7 @@ fn chat_with_reasoning_and_speculative_chunks() {
             "--label",
             "engine=sim",
         ],
-    )
-    .assert()
-    .success();
-    let (reader, records) = requests(&out);
+    );
     assert_eq!(records.len(), 14);
     assert_eq!(reader.run_end().unwrap().reason, "completed");
     assert_eq!(reader.manifest().labels["engine"], "sim");
@@ -102,7 +100,7 @@ fn completions_with_final_usage_only() {
     let server = sim(fast_sim());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("cmpl.tt");
-    record(
+    let (reader, records) = record_ok(
         &server.base_url(),
         &out,
         &[
@@ -122,10 +120,7 @@ fn completions_with_final_usage_only() {
             "--capture",
             "text",
         ],
-    )
-    .assert()
-    .success();
-    let (reader, records) = requests(&out);
+    );
     assert_eq!(reader.manifest().api, "completions");
     assert_eq!(records.len(), 6);
     for r in &records {
@@ -166,7 +161,7 @@ fn chat_with_thinking_off_and_reasoning_field() {
     let mut args = base.to_vec();
     args.extend(["--thinking", "off"]);
     record(&server.base_url(), &off, &args).assert().success();
-    for r in requests(&on).1 {
+    for r in records_of(&on).1 {
         assert_eq!(
             r.chunks
                 .iter()
@@ -176,7 +171,7 @@ fn chat_with_thinking_off_and_reasoning_field() {
             4
         );
     }
-    for r in requests(&off).1 {
+    for r in records_of(&off).1 {
         assert_eq!(count(&r, Channel::Reasoning), 0);
         assert_eq!(count(&r, Channel::Content), 10);
     }
@@ -188,7 +183,7 @@ fn open_loop_intended_starts_follow_the_schedule() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("open.tt");
     let prompts = prompt_file(dir.path(), 3);
-    record(
+    let (reader, records) = record_ok(
         &server.base_url(),
         &out,
         &[
@@ -203,10 +198,7 @@ fn open_loop_intended_starts_follow_the_schedule() {
             "--prompts",
             prompts.to_str().unwrap(),
         ],
-    )
-    .assert()
-    .success();
-    let (reader, records) = requests(&out);
+    );
     assert_eq!(reader.manifest().load["mode"], "open");
     assert_eq!(records.len(), 8);
     let t0 = records[0].intended_ns;
@@ -230,7 +222,7 @@ fn input_tokens_4096_calibrated_within_two_percent() {
     });
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("long.tt");
-    record(
+    let (_, records) = record_ok(
         &server.base_url(),
         &out,
         &[
@@ -243,10 +235,7 @@ fn input_tokens_4096_calibrated_within_two_percent() {
             "--max-tokens",
             "2",
         ],
-    )
-    .assert()
-    .success();
-    let (_, records) = requests(&out);
+    );
     for r in &records {
         let prompt = r.usage.prompt_tokens.unwrap();
         assert!(
@@ -292,7 +281,7 @@ fn api_key_never_reaches_the_trace() {
     let bytes = std::fs::read(&out).unwrap();
     let found = bytes.windows(key.len()).any(|w| w == key.as_bytes());
     assert!(!found, "the API key is in the trace");
-    let (reader, records) = requests(&out);
+    let (reader, records) = records_of(&out);
     assert_eq!(records.len(), 3);
     assert_eq!(reader.manifest().extra["api_key_sent"], true);
     assert!(reader
@@ -304,20 +293,13 @@ fn api_key_never_reaches_the_trace() {
 
 #[test]
 fn unreachable_target_fails_the_run() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    drop(listener);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("none.tt");
-    let output = record(
-        &format!("http://127.0.0.1:{port}/v1"),
-        &out,
-        &["--requests", "1"],
-    )
-    .assert()
-    .failure()
-    .get_output()
-    .clone();
+    let output = record(&unreachable_url(), &out, &["--requests", "1"])
+        .assert()
+        .failure()
+        .get_output()
+        .clone();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("unreachable"), "{stderr}");
 }
@@ -353,7 +335,7 @@ fn http2_prior_knowledge_and_duration_stop() {
     let server = sim(fast_sim());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("h2.tt");
-    record(
+    let (reader, records) = record_ok(
         &server.base_url(),
         &out,
         &[
@@ -370,10 +352,7 @@ fn http2_prior_knowledge_and_duration_stop() {
             "--max-tokens",
             "4",
         ],
-    )
-    .assert()
-    .success();
-    let (reader, records) = requests(&out);
+    );
     assert_eq!(reader.run_end().unwrap().reason, "duration");
     assert_eq!(reader.manifest().extra["http"], "http2");
     // About 15 arrivals in half a second at 30/s; bounded well inside that.

@@ -1,9 +1,10 @@
 //! Injected faults are recorded with their outcome class and message; the run goes on and
 //! exits 0. Also: timeouts, and Ctrl-C finishing the trace with cancelled requests.
 
-mod record_common;
+mod common;
 
-use record_common::*;
+use common::recording::*;
+use common::records_of;
 use std::time::Duration;
 use tokentrace_format::{Outcome, RequestRecord};
 use tokentrace_sim::{FaultConfig, SimConfig};
@@ -32,7 +33,7 @@ fn each_fault_gets_its_outcome() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("faults.tt");
     let prompts = prompt_file(dir.path(), 4);
-    record(
+    let (reader, records) = record_ok(
         &server.base_url(),
         &out,
         &[
@@ -48,10 +49,7 @@ fn each_fault_gets_its_outcome() {
             "--prompts",
             prompts.to_str().unwrap(),
         ],
-    )
-    .assert()
-    .success();
-    let (reader, records) = requests(&out);
+    );
     assert_eq!(records.len(), 14);
     assert_eq!(reader.run_end().unwrap().reason, "completed");
     let expected = [
@@ -99,7 +97,7 @@ fn stalls_and_slow_prefill_time_out() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("stall.tt");
     let prompts = prompt_file(dir.path(), 2);
-    record(
+    let (_, records) = record_ok(
         &server.base_url(),
         &out,
         &[
@@ -114,10 +112,7 @@ fn stalls_and_slow_prefill_time_out() {
             "--prompts",
             prompts.to_str().unwrap(),
         ],
-    )
-    .assert()
-    .success();
-    let (_, records) = requests(&out);
+    );
     let outcomes: Vec<Outcome> = records.iter().map(|r| r.outcome).collect();
     assert_eq!(
         outcomes,
@@ -133,7 +128,7 @@ fn stalls_and_slow_prefill_time_out() {
         ..fast_sim()
     });
     let out = dir.path().join("ttft.tt");
-    record(
+    let (_, records) = record_ok(
         &slow.base_url(),
         &out,
         &[
@@ -150,10 +145,7 @@ fn stalls_and_slow_prefill_time_out() {
             "--timeout",
             "10",
         ],
-    )
-    .assert()
-    .success();
-    let (_, records) = requests(&out);
+    );
     assert!(
         records.iter().all(|r| r.outcome == Outcome::TtftTimeout),
         "{records:?}"
@@ -170,18 +162,10 @@ fn interrupt_cancels_in_flight_and_finishes_the_trace() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("int.tt");
     let prompts = prompt_file(dir.path(), 2);
-    let bin = assert_cmd::cargo::cargo_bin("tokentrace");
-    let mut child = std::process::Command::new(bin)
-        .args([
-            "record",
-            "--url",
-            &server.base_url(),
-            "--model",
-            "sim",
-            "--progress",
-            "off",
-        ])
-        .args([
+    let mut child = record_child(
+        &server.base_url(),
+        &out,
+        &[
             "--requests",
             "6",
             "--concurrency",
@@ -189,36 +173,22 @@ fn interrupt_cancels_in_flight_and_finishes_the_trace() {
             "--max-tokens",
             "100",
             "--ignore-eos",
-        ])
-        .args([
             "--grace",
             "0.2",
             "--prompts",
             prompts.to_str().unwrap(),
-            "-o",
-        ])
-        .arg(&out)
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    let status = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let exit = loop {
-        if let Some(exit) = child.try_wait().unwrap() {
-            break exit;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "record did not stop after SIGINT"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+        ],
+    )
+    .spawn()
+    .unwrap();
+    let exit = signal_after(
+        &mut child,
+        Duration::from_millis(1500),
+        "INT",
+        Duration::from_secs(20),
+    );
     assert!(exit.success());
-    let (reader, records) = requests(&out);
+    let (reader, records) = records_of(&out);
     assert_eq!(reader.run_end().unwrap().reason, "interrupted");
     assert_eq!(records.len(), 3, "no request may start after the interrupt");
     for r in &records {

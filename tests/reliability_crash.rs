@@ -2,11 +2,13 @@
 //! finishes the trace with in-flight requests cancelled, and a full disk is a clear error that
 //! leaves a readable partial trace.
 
-mod reliability_common;
+mod common;
 
-use reliability_common::*;
+use common::recording::*;
+use common::records_of;
 use std::collections::BTreeSet;
-use std::process::Stdio;
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 use tokentrace_format::{Channel, Integrity, Outcome, RequestRecord, TraceReader};
 use tokentrace_sim::SimConfig;
@@ -26,30 +28,34 @@ fn assert_complete(r: &RequestRecord) {
     assert!(r.end_ns >= r.send_ns && r.send_ns >= r.intended_ns.min(r.send_ns));
 }
 
-#[test]
-fn sigkill_leaves_every_complete_block_readable() {
+/// Records from a slow simulator into `out` (an open-ended `--requests 100000`, then `args`,
+/// then a prompt file of 8 beside `out`), sends signal `name` after `after`, and returns the
+/// exit status, failing the test if the process has not ended `limit_s` seconds later.
+fn record_then_signal(
+    out: &Path,
+    args: &[&str],
+    after: Duration,
+    name: &str,
+    limit_s: u64,
+) -> ExitStatus {
     let server = sim(slow_sim());
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("killed.tt");
-    let prompts = prompt_file(dir.path(), 8);
-    let args = [
-        "--requests",
-        "100000",
-        "--concurrency",
-        "8",
-        "--max-tokens",
-        "20",
-        "--ignore-eos",
-        "--prompts",
-        prompts.to_str().unwrap(),
-    ];
-    let mut child = record_child(&server.base_url(), &out, &args)
+    let prompts = prompt_file(out.parent().unwrap(), 8);
+    let mut all = vec!["--requests", "100000"];
+    all.extend(args);
+    all.extend(["--prompts", prompts.to_str().unwrap()]);
+    let mut child = record_child(&server.base_url(), out, &all)
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(4_500));
-    signal(child.id(), "KILL");
-    let status = wait_bounded(&mut child, Duration::from_secs(10));
+    signal_after(&mut child, after, name, Duration::from_secs(limit_s))
+}
+
+#[test]
+fn sigkill_leaves_every_complete_block_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("killed.tt");
+    let args = ["--concurrency", "8", "--max-tokens", "20", "--ignore-eos"];
+    let status = record_then_signal(&out, &args, Duration::from_millis(4_500), "KILL", 10);
     assert!(!status.success());
 
     let (json, code) = inspect(&out);
@@ -84,13 +90,9 @@ fn sigkill_leaves_every_complete_block_readable() {
 #[test]
 fn sigint_finishes_the_trace_with_in_flight_requests_cancelled() {
     // 50 tokens at 20 ms: a second per request; four in flight at the signal.
-    let server = sim(slow_sim());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("interrupted.tt");
-    let prompts = prompt_file(dir.path(), 8);
     let args = [
-        "--requests",
-        "100000",
         "--concurrency",
         "4",
         "--max-tokens",
@@ -98,16 +100,8 @@ fn sigint_finishes_the_trace_with_in_flight_requests_cancelled() {
         "--ignore-eos",
         "--grace",
         "0.1",
-        "--prompts",
-        prompts.to_str().unwrap(),
     ];
-    let mut child = record_child(&server.base_url(), &out, &args)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(2_500));
-    signal(child.id(), "INT");
-    let status = wait_bounded(&mut child, Duration::from_secs(30));
+    let status = record_then_signal(&out, &args, Duration::from_millis(2_500), "INT", 30);
     assert!(status.success(), "{status}");
 
     let (json, code) = inspect(&out);
@@ -116,7 +110,7 @@ fn sigint_finishes_the_trace_with_in_flight_requests_cancelled() {
         (Some("ok"), 0),
         "{json}"
     );
-    let (reader, records) = requests(&out);
+    let (reader, records) = records_of(&out);
     assert_eq!(reader.run_end().unwrap().reason, "interrupted");
     let ids: Vec<u64> = records.iter().map(|r| r.id).collect();
     assert_eq!(
@@ -156,7 +150,7 @@ fn writing_to_dev_full_is_a_clear_error() {
     let server = sim(fast_sim());
     let output = record(
         &server.base_url(),
-        std::path::Path::new("/dev/full"),
+        Path::new("/dev/full"),
         &[
             "--requests",
             "3",

@@ -4,9 +4,10 @@
 //! failures. Plus the two faults of the network itself: nothing listening at start, and the
 //! server going away in the middle of a run.
 
-mod reliability_common;
+mod common;
 
-use reliability_common::*;
+use common::recording::*;
+use common::records_of;
 use std::time::Duration;
 use tokentrace_format::{Channel, Outcome, RequestRecord};
 use tokentrace_sim::{FaultConfig, SimConfig};
@@ -65,7 +66,7 @@ fn matrix_run(
     args.extend_from_slice(extra);
     record(&server.base_url(), &out, &args).assert().success();
 
-    let (reader, records) = requests(&out);
+    let (reader, records) = records_of(&out);
     assert_eq!(reader.run_end().unwrap().reason, "completed");
     let ids: Vec<u64> = records.iter().map(|r| r.id).collect();
     assert_eq!(
@@ -309,15 +310,9 @@ fn non_utf8_event_is_malformed() {
 
 #[test]
 fn nothing_listening_at_start_is_a_clear_error() {
-    // Bind a port, then free it: nothing listens there any more.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("refused.tt");
-    let url = format!("http://127.0.0.1:{port}/v1");
+    let url = unreachable_url();
     let output = record(&url, &out, &["--requests", "3"])
         .timeout(Duration::from_secs(60))
         .output()
@@ -370,7 +365,7 @@ fn server_gone_mid_run_records_every_request() {
     let status = wait_bounded(&mut child, Duration::from_secs(60));
     assert!(status.success(), "{status}");
 
-    let (reader, records) = requests(&out);
+    let (reader, records) = records_of(&out);
     assert_eq!(reader.run_end().unwrap().reason, "completed");
     let ids: Vec<u64> = records.iter().map(|r| r.id).collect();
     assert_eq!(

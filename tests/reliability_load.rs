@@ -10,9 +10,9 @@
 //!
 //! `TT_LOAD_STREAMS` and `TT_LOAD_SECONDS` override 2000 and 60 for a quicker look.
 
-mod reliability_common;
+mod common;
 
-use reliability_common::*;
+use common::recording::*;
 use std::collections::BTreeSet;
 use std::io::BufRead;
 use std::process::Stdio;

@@ -1,16 +1,17 @@
 //! `tokentrace redact IN OUT`: the copy has no captured text or payloads and no response header
 //! values beyond timings and ids; everything else is identical, and it passes `inspect`.
 
-mod reliability_common;
+mod common;
 
-use reliability_common::*;
+use common::recording::*;
+use common::records_of;
 use std::path::Path;
 use tokentrace_format::redact::{KEPT_HEADER_VALUES, REDACTED, UNFINISHED_REASON};
 use tokentrace_format::{RequestRecord, TraceReader};
 use tokentrace_sim::{FaultConfig, SimConfig};
 
 fn redact(input: &Path, output: &Path, extra: &[&str]) -> std::process::Output {
-    tokentrace()
+    tokentrace_without_key()
         .arg("redact")
         .arg(input)
         .arg(output)
@@ -100,7 +101,7 @@ fn redact_strips_captured_text_and_raw_payloads() {
     let dir = tempfile::tempdir().unwrap();
     for capture in ["text", "raw"] {
         let original = recorded_with_capture(dir.path(), capture);
-        let (_, records) = requests(&original);
+        let (_, records) = records_of(&original);
         let texts = records
             .iter()
             .flat_map(|r| &r.chunks)
@@ -123,7 +124,7 @@ fn redact_strips_captured_text_and_raw_payloads() {
                 .filter_map(|c| c.text.clone())
                 .find(|t| t.len() > 20)
                 .unwrap();
-            let (_, redacted) = requests(&copy);
+            let (_, redacted) = records_of(&copy);
             assert!(!format!("{redacted:?}").contains(&sample));
         }
     }
@@ -137,7 +138,7 @@ fn redact_can_strip_error_texts_and_refuses_to_overwrite() {
     let output = redact(&original, &copy, &["--strip-errors"]);
     assert!(output.status.success(), "{output:?}");
     assert_redacted_copy(&original, &copy, true);
-    let (_, records) = requests(&copy);
+    let (_, records) = records_of(&copy);
     let errors: Vec<_> = records.iter().filter(|r| r.error.is_some()).collect();
     assert!(!errors.is_empty());
     assert!(errors

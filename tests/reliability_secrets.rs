@@ -3,9 +3,10 @@
 //! from a server that echoes the key back), and on connection errors. Text capture is off
 //! unless asked for.
 
-mod reliability_common;
+mod common;
 
-use reliability_common::*;
+use common::recording::*;
+use common::records_of;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
@@ -115,7 +116,7 @@ fn key_stays_out_of_successful_and_http_500_runs() {
     });
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("secret.tt");
-    let output = tokentrace()
+    let output = tokentrace_without_key()
         .args(["record", "--url", &server.base_url(), "--model", "sim"])
         .args(["--requests", "9", "--concurrency", "3", "--max-tokens", "5"])
         .args(["--progress", "plain", "-o"])
@@ -130,7 +131,7 @@ fn key_stays_out_of_successful_and_http_500_runs() {
     assert_output_clean(&output, &key);
     assert_trace_clean(&out, &key);
 
-    let (reader, records) = requests(&out);
+    let (reader, records) = records_of(&out);
     assert_eq!(records.len(), 9);
     assert!(records.iter().any(|r| r.http_status == 500));
     // Capture defaults to none: no chunk holds text.
@@ -164,7 +165,7 @@ fn key_stays_out_of_a_401_that_echoes_it() {
         assert_output_clean(&output, &key);
         assert_trace_clean(&out, &key);
         assert_trace_clean(&out, &key[..key.len() / 2]);
-        let (_, records) = requests(&out);
+        let (_, records) = records_of(&out);
         assert_eq!(records.len(), 3);
         for r in &records {
             assert_eq!((r.outcome, r.http_status), (Outcome::HttpError, 401));
@@ -179,21 +180,12 @@ fn key_stays_out_of_a_401_that_echoes_it() {
 #[test]
 fn key_stays_out_of_connection_errors() {
     let key = marker();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("refused.tt");
-    let output = record(
-        &format!("http://127.0.0.1:{port}/v1"),
-        &out,
-        &["--requests", "2"],
-    )
-    .env("OPENAI_API_KEY", &key)
-    .output()
-    .unwrap();
+    let output = record(&unreachable_url(), &out, &["--requests", "2"])
+        .env("OPENAI_API_KEY", &key)
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(2));
     assert_output_clean(&output, &key);
 
@@ -202,7 +194,7 @@ fn key_stays_out_of_connection_errors() {
         vec!["--url", "ftp://127.0.0.1/v1"],
         vec!["--url", "http://127.0.0.1:1/v1", "--concurrency", "0"],
     ] {
-        let output = tokentrace()
+        let output = tokentrace_without_key()
             .args(["record", "--model", "sim", "--requests", "1", "-o"])
             .arg(&out)
             .args(args)

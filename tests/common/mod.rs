@@ -1,6 +1,11 @@
-//! Shared helpers of the import, analyze and capacity end-to-end tests: fixture paths, the real
-//! `tokentrace` binary run to success and its JSON read back, and imported traces.
+//! Code shared by the end-to-end tests: fixture paths, the real `tokentrace` binary run to
+//! success and its JSON read back, imported traces and traces read back through the format
+//! crate; [`recording`] for the `record_*`/`reliability_*` tests against the simulator, [`tls`]
+//! for a self-signed TLS front. Each test binary uses a part of it, hence `dead_code` allowed.
 #![allow(dead_code)]
+
+pub mod recording;
+pub mod tls;
 
 use assert_cmd::Command;
 use serde_json::Value;

@@ -1,14 +1,18 @@
-//! Code shared by the `reliability_*` end-to-end tests: a simulator on 127.0.0.1, the real
-//! `tokentrace` binary, and traces read back through the format crate's `TraceReader`.
-#![allow(dead_code)]
+//! The `tokentrace record` end-to-end tests' side of the shared code: a simulator on
+//! 127.0.0.1, the real binary run against it (to completion or as a child the test signals),
+//! and small readings of the trace and of the process.
 
 use assert_cmd::Command;
 use serde_json::Value;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Child;
+use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 use tokentrace_format::{Channel, RequestRecord, TraceReader};
 use tokentrace_sim::{SimConfig, SimHandle, SimServer};
+
+/// How long one `tokentrace` run may take before the test fails instead of hanging.
+const RUN_LIMIT: Duration = Duration::from_secs(120);
 
 /// A fast simulator: short steps, so a request streams in a few milliseconds.
 pub fn fast_sim() -> SimConfig {
@@ -26,18 +30,16 @@ pub fn sim(config: SimConfig) -> SimHandle {
     SimServer::spawn_background(config).unwrap()
 }
 
-/// The `tokentrace` binary as assert_cmd builds it, with no API key in its environment.
-pub fn tokentrace() -> Command {
-    let mut cmd = Command::cargo_bin("tokentrace").unwrap();
-    cmd.env_remove("OPENAI_API_KEY")
-        .timeout(Duration::from_secs(120));
+/// The `tokentrace` binary with no API key in its environment, bounded in time.
+pub fn tokentrace_without_key() -> Command {
+    let mut cmd = super::tokentrace();
+    cmd.env_remove("OPENAI_API_KEY").timeout(RUN_LIMIT);
     cmd
 }
 
-/// `tokentrace record --url URL --model sim --progress off -o OUT ARGS…`.
-pub fn record(url: &str, out: &Path, args: &[&str]) -> Command {
-    let mut cmd = tokentrace();
-    cmd.args([
+/// The arguments of `tokentrace record --url URL --model sim --progress off -o OUT ARGS…`.
+fn record_args(url: &str, out: &Path, args: &[&str]) -> Vec<OsString> {
+    let fixed = [
         "record",
         "--url",
         url,
@@ -45,34 +47,41 @@ pub fn record(url: &str, out: &Path, args: &[&str]) -> Command {
         "sim",
         "--progress",
         "off",
-    ])
-    .arg("-o")
-    .arg(out)
-    .args(args);
+        "-o",
+    ];
+    let mut all: Vec<OsString> = fixed.iter().map(OsString::from).collect();
+    all.push(out.into());
+    all.extend(args.iter().map(OsString::from));
+    all
+}
+
+/// A loopback URL where nothing listens: a port bound, then freed.
+pub fn unreachable_url() -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    format!("http://127.0.0.1:{port}/v1")
+}
+
+/// `tokentrace record --url URL --model sim --progress off -o OUT ARGS…`, with no API key.
+pub fn record(url: &str, out: &Path, args: &[&str]) -> Command {
+    let mut cmd = tokentrace_without_key();
+    cmd.args(record_args(url, out, args));
     cmd
 }
 
 /// The same command line as [`record`], for a child process the test signals itself.
 pub fn record_child(url: &str, out: &Path, args: &[&str]) -> std::process::Command {
     let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("tokentrace"));
-    cmd.args([
-        "record",
-        "--url",
-        url,
-        "--model",
-        "sim",
-        "--progress",
-        "off",
-    ])
-    .arg("-o")
-    .arg(out)
-    .args(args)
-    .env_remove("OPENAI_API_KEY");
+    cmd.args(record_args(url, out, args))
+        .env_remove("OPENAI_API_KEY");
     cmd
 }
 
 /// Waits for a child process to end, failing the test after `limit`.
-pub fn wait_bounded(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+pub fn wait_bounded(child: &mut Child, limit: Duration) -> ExitStatus {
     let deadline = Instant::now() + limit;
     loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -96,12 +105,12 @@ pub fn signal(pid: u32, name: &str) {
     assert!(status.success(), "kill -{name} {pid}");
 }
 
-/// Every request of a trace, sorted by id; every block must decode.
-pub fn requests(path: &Path) -> (TraceReader, Vec<RequestRecord>) {
-    let reader = TraceReader::open(path).unwrap();
-    let mut records: Vec<RequestRecord> = reader.requests().map(|r| r.unwrap()).collect();
-    records.sort_by_key(|r| r.id);
-    (reader, records)
+/// Sends signal `name` to `child` once `after` has passed, then waits for it to end, failing
+/// the test after `limit`.
+pub fn signal_after(child: &mut Child, after: Duration, name: &str, limit: Duration) -> ExitStatus {
+    std::thread::sleep(after);
+    signal(child.id(), name);
+    wait_bounded(child, limit)
 }
 
 /// Chunks of `record` on `channel`.
@@ -111,6 +120,16 @@ pub fn count(record: &RequestRecord, channel: Channel) -> usize {
         .iter()
         .filter(|c| c.channel == channel)
         .count()
+}
+
+/// Sum of per-chunk tokens on the output channels.
+pub fn output_tokens(record: &RequestRecord) -> u32 {
+    record
+        .chunks
+        .iter()
+        .filter(|c| matches!(c.channel, Channel::Reasoning | Channel::Content))
+        .map(|c| c.tokens.unwrap_or(0))
+        .sum()
 }
 
 /// A JSONL prompt file of `n` short prompts (a prompt file skips calibration probes, so the
@@ -126,7 +145,7 @@ pub fn prompt_file(dir: &Path, n: usize) -> PathBuf {
 
 /// `tokentrace inspect --json FILE`, parsed, with the exit status.
 pub fn inspect(path: &Path) -> (Value, i32) {
-    let out = tokentrace()
+    let out = tokentrace_without_key()
         .arg("inspect")
         .arg("--json")
         .arg(path)
@@ -143,7 +162,7 @@ pub fn inspect(path: &Path) -> (Value, i32) {
 
 /// `tokentrace analyze --protocol capacity-v3 --format json FILE`, parsed.
 pub fn analyze_v3(path: &Path) -> Value {
-    let out = tokentrace()
+    let out = tokentrace_without_key()
         .args(["analyze", "--protocol", "capacity-v3", "--format", "json"])
         .arg(path)
         .output()
@@ -162,4 +181,11 @@ pub fn rss_bytes(pid: u32) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+/// `tokentrace record` as [`record`], asserted to succeed, and the trace it wrote read back
+/// with its requests in id order.
+pub fn record_ok(url: &str, out: &Path, args: &[&str]) -> (TraceReader, Vec<RequestRecord>) {
+    record(url, out, args).assert().success();
+    super::records_of(out)
 }
