@@ -176,7 +176,7 @@ fn write_trace(dir: &Path, name: &str) -> PathBuf {
         ..RunEnd::default()
     };
     end.client_health
-        .insert("max_lag_ns".into(), 20_000_000.into());
+        .insert("max_sched_lag_ns".into(), 20_000_000.into());
     end.client_health.insert("cpu_ns".into(), 30_000_000.into());
     writer.finish(end).unwrap();
     path

@@ -263,7 +263,7 @@ pub fn health_flags_of(
         flags.push("writer_backpressure".to_string());
     }
     // A timer more than 10 ms late means the client could not read sockets on time either.
-    if get("max_lag_ns").is_some_and(|lag| lag > 10e6) {
+    if get("max_sched_lag_ns").is_some_and(|lag| lag > 10e6) {
         flags.push("scheduler_lag_over_10ms".to_string());
     }
     if get("cpu_ns").is_some_and(|cpu| run_ns > 0 && cpu / run_ns as f64 > 0.8) {
