@@ -65,6 +65,11 @@ pub fn describe_quantity(q: &Quantity, gaps: GapChunks) -> String {
         Quantity::Interval { from, to } => {
             format!("{} through {}", anchor_phrase(from), anchor_phrase(to))
         }
+        Quantity::IntervalSeconds { from, to } => format!(
+            "{} through {}, in seconds",
+            anchor_phrase(from),
+            anchor_phrase(to)
+        ),
         Quantity::PerUnit {
             from,
             to,

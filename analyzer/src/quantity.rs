@@ -124,6 +124,7 @@ pub struct EvalContext<'a> {
 pub fn value(f: &RequestFacts, q: &Quantity, cx: &EvalContext<'_>) -> Option<f64> {
     match *q {
         Quantity::Interval { from, to } => interval_ms(f, from, to),
+        Quantity::IntervalSeconds { from, to } => Some(interval_ns(f, from, to)? / 1e9),
         Quantity::PerUnit { .. } => per_unit(f, q, cx.sources, interval_ms),
         Quantity::Rate {
             count: c,

@@ -75,6 +75,46 @@ pub const DEFAULT: &str = "tokentrace-v1";
 
 #[cfg(test)]
 mod tests {
+    use crate::facts::summarize_record;
+    use crate::facts::tests::{chunk, record};
+    use crate::quantity::{value, EvalContext};
+    use crate::stats::{PercentileMethod, StdKind, Summation};
+    use tokentrace_format::Channel;
+
+    /// The value of metric `name` of built-in `protocol` for a request sent at 1 µs, ended at
+    /// 9 µs, with 100 usage prompt tokens and 128 planned input tokens.
+    fn metric_value(protocol: &str, name: &str) -> Option<f64> {
+        let p = super::find(protocol).unwrap();
+        let mut r = record(vec![
+            chunk(3_000, Channel::Content, 3, None),
+            chunk(5_000, Channel::Content, 3, None),
+        ]);
+        r.usage.prompt_tokens = Some(100);
+        r.planned_input_tokens = Some(128);
+        let f = summarize_record(0, &r, p.gap_chunks, None);
+        let def = p.metrics.iter().find(|m| m.name == name).unwrap();
+        let cx = EvalContext {
+            sources: &p.token_sources,
+            gaps: &[],
+            method: PercentileMethod::Linear,
+            summation: Summation::Naive,
+            std: StdKind::Population,
+        };
+        value(&f, &def.quantity, &cx)
+    }
+
+    #[test]
+    fn guidellm_request_latency_is_in_seconds_under_its_own_key() {
+        // GenerativeRequestStats.request_latency = request_end - request_start, in seconds.
+        assert_eq!(metric_value("guidellm", "request_latency"), Some(8e-6));
+    }
+
+    #[test]
+    fn aiperf_input_sequence_length_is_the_client_tokenizer_count_not_usage() {
+        // InputSequenceLengthMetric reads record.input_token_count (AIPerf's tokenizer).
+        assert_eq!(metric_value("aiperf", "input_sequence_length"), Some(128.0));
+    }
+
     #[test]
     fn every_builtin_parses_and_round_trips_through_toml() {
         for p in super::all().unwrap() {

@@ -99,6 +99,13 @@ pub enum Quantity {
         /// End anchor.
         to: Anchor,
     },
+    /// `to - from`, in seconds (GuideLLM reports request latency in seconds).
+    IntervalSeconds {
+        /// Start anchor.
+        from: Anchor,
+        /// End anchor.
+        to: Anchor,
+    },
     /// `(to - from)` milliseconds divided by `(count - minus)`: mean time per token or chunk.
     PerUnit {
         /// Start anchor.
