@@ -37,6 +37,22 @@ enum Command {
     Sim(cmd::sim::Args),
 }
 
+/// The error and its causes joined by ": ", leaving out a cause whose text the message before
+/// it already ends with (library errors that print their source, e.g. `{path}: {source}`).
+fn error_text(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let line = cause.to_string();
+        if text.is_empty() {
+            text = line;
+        } else if !text.ends_with(&line) {
+            text.push_str(": ");
+            text.push_str(&line);
+        }
+    }
+    text
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -54,7 +70,7 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", error_text(&err));
             std::process::ExitCode::from(2)
         }
     }

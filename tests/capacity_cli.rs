@@ -130,3 +130,35 @@ fn a_level_with_failed_requests_fails_even_when_latency_is_fine() {
     assert_eq!(failing[0]["correctness"]["profiling_records"], 6);
     assert!(failing[0]["request_latency_ms"]["p50"].as_f64().unwrap() < 60_000.0);
 }
+
+#[test]
+fn experiment_labels_reach_every_trial_trace() {
+    let sim = SimServer::spawn_background(SimConfig {
+        step_base_ms: 1.0,
+        ..SimConfig::default()
+    })
+    .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    capacity()
+        .args(["--url", &sim.base_url(), "--model", "m"])
+        .args(["--workload", "16/4", "--slo", "request_latency:p50<60s"])
+        .args(["--trials", "1", "--warmups", "0", "--requests", "2"])
+        .args(["--max-concurrency", "1", "--label", "engine=vllm"])
+        .arg("-o")
+        .arg(&dir)
+        .assert()
+        .success();
+    let trace = dir.join("16x4/c1/trial1.ttrace");
+    let out = Command::cargo_bin("tokentrace")
+        .unwrap()
+        .args(["analyze", "-p", "capacity-v3", "-f", "json"])
+        .arg(&trace)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["engine"], "vllm");
+    assert_eq!(report["concurrency"], 1);
+}

@@ -36,4 +36,14 @@ fn imported_aiperf_run_gives_a_complete_capacity_v3_report() {
         keys(&reference["request_timings"][0])
     );
     assert_eq!(report["metrics"]["content_chunks"], 1280);
+    // Run settings are integers, as in the reference, though AIPerf keeps ISL/OSL as floats.
+    for (key, want) in [
+        ("concurrency", 4),
+        ("context_tokens", 128),
+        ("max_tokens", 64),
+    ] {
+        assert!(report[key].is_u64(), "{key}: {}", report[key]);
+        assert_eq!(report[key], want);
+        assert!(reference[key].is_u64(), "{key} in the reference");
+    }
 }

@@ -144,3 +144,17 @@ fn vllm_without_detail_is_refused() {
             "field `ttfts`: missing: not a --save-detailed result",
         ));
 }
+
+#[test]
+fn a_missing_input_is_named_once_with_its_cause() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing");
+    let out = import("aiperf", &missing, &dir.path().join("t.tt"))
+        .code(2)
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let os_text = "No such file or directory";
+    assert!(stderr.contains(os_text), "{stderr}");
+    assert_eq!(stderr.matches(os_text).count(), 1, "{stderr}");
+}

@@ -227,3 +227,18 @@ fn vllm_protocol_on_the_import_gives_vllm_numbers() {
         );
     }
 }
+
+/// Under capacity-v3 an unpaced vLLM run reports its `max_concurrency` as the concurrency; a
+/// paced one (an open loop with a cap) reports none.
+#[test]
+fn capacity_v3_reads_the_concurrency_of_an_unpaced_vllm_run() {
+    let (dir, _reader, _records) = import(&detailed_result());
+    let report = common::analyze_json(&dir.path().join("vllm.trace"), "capacity-v3");
+    assert_eq!(report["concurrency"], 2);
+
+    let mut paced = detailed_result();
+    paced["request_rate"] = json!(4.0);
+    let (dir, _reader, _records) = import(&paced);
+    let report = common::analyze_json(&dir.path().join("vllm.trace"), "capacity-v3");
+    assert_eq!(report["concurrency"], Value::Null);
+}

@@ -1,5 +1,7 @@
 //! `tokentrace inspect` on the golden traces, a damaged copy and a missing file.
 
+mod common;
+
 use assert_cmd::Command;
 use serde_json::Value;
 use std::path::PathBuf;
@@ -137,4 +139,17 @@ fn inspect_reports_a_block_that_passes_checksums_but_does_not_decode() {
     // The block after it is still read.
     assert_eq!(v["blocks"], 2);
     assert!(v["requests"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn inspect_names_an_unknown_host_of_an_imported_run() {
+    let (_dir, trace) = common::import_aiperf_fixture();
+    let output = Command::cargo_bin("tokentrace")
+        .unwrap()
+        .arg("inspect")
+        .arg(&trace)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(text.contains("host:        unknown (shard 0)"), "{text}");
 }

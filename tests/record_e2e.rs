@@ -363,3 +363,39 @@ fn http2_prior_knowledge_and_duration_stop() {
         assert!(r.intended_ns - start < 500_000_000);
     }
 }
+
+#[test]
+fn closed_loop_measured_requests_start_after_the_warmup_ends() {
+    let server = sim(fast_sim());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("warm.tt");
+    let (_reader, records) = record_ok(
+        &server.base_url(),
+        &out,
+        &[
+            "--concurrency",
+            "4",
+            "--warmup",
+            "2",
+            "--requests",
+            "6",
+            "--max-tokens",
+            "8",
+        ],
+    );
+    assert_eq!(records.len(), 8);
+    let warmup_end = records
+        .iter()
+        .filter(|r| r.phase == Phase::Warmup)
+        .map(|r| r.end_ns)
+        .max()
+        .unwrap();
+    for r in records.iter().filter(|r| r.phase == Phase::Measured) {
+        assert!(
+            r.send_ns >= warmup_end,
+            "request {} overlaps the warmup",
+            r.id
+        );
+        assert_eq!(r.outcome, Outcome::Ok);
+    }
+}

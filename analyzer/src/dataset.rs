@@ -78,7 +78,7 @@ impl Dataset {
             .integrity()
             .skipped()
             .iter()
-            .map(|s| format!("skipped: {s:?}"))
+            .map(skipped_warning)
             .collect();
         // The index knows how many requests and chunks follow: reserve once instead of
         // growing (and copying) hundreds of megabytes of facts.
@@ -251,9 +251,38 @@ fn client_token_counts(manifest: &Manifest) -> std::collections::HashMap<u64, u3
         .collect()
 }
 
+/// One line a user can read about a part of the file the reader skipped.
+fn skipped_warning(s: &tokentrace_format::Skipped) -> String {
+    let kind = if s.corrupt { "damage" } else { "incomplete" };
+    format!(
+        "skipped block {} ({kind}; {} bytes at offset {}): {}",
+        s.block, s.len, s.offset, s.reason
+    )
+}
+
 /// The file name, or the whole path when it has none.
 fn label_of(path: &Path) -> String {
     path.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| path.display().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skipped_parts_read_as_a_sentence() {
+        let skipped = tokentrace_format::Skipped {
+            offset: 3833,
+            len: 1167,
+            block: 1,
+            reason: "incomplete last frame".into(),
+            corrupt: false,
+        };
+        assert_eq!(
+            skipped_warning(&skipped),
+            "skipped block 1 (incomplete; 1167 bytes at offset 3833): incomplete last frame"
+        );
+    }
 }

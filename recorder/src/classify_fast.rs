@@ -142,9 +142,18 @@ impl Cursor<'_, '_> {
                 if c.null()? {
                     return Ok(());
                 }
+                // Servers moving from `reasoning_content` to `reasoning` send the same text
+                // under both names: the first non-empty one is the delta's reasoning.
+                let mut reasoning_taken = false;
                 c.object(|c, key| match key {
                     b"content" => c.text(Kind::Content),
-                    b"reasoning_content" | b"reasoning" => c.text(Kind::Reasoning),
+                    b"reasoning_content" | b"reasoning" if reasoning_taken => c.skip(3),
+                    b"reasoning_content" | b"reasoning" => {
+                        let before = c.count;
+                        c.text(Kind::Reasoning)?;
+                        reasoning_taken = c.count > before;
+                        Ok(())
+                    }
                     b"role" => {
                         if !c.null()? {
                             c.skip(3)?;

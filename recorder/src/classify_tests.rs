@@ -29,6 +29,29 @@ fn reasoning_under_both_field_names() {
 }
 
 #[test]
+fn reasoning_sent_under_both_names_counts_once() {
+    let both = br#"{"choices":[{"delta":{"reasoning_content":"think","reasoning":"think"}}]}"#;
+    let late = br#"{"choices":[{"delta":{"reasoning_content":"","reasoning":"hmm"}}]}"#;
+    let one = |text: &str| {
+        let mut sink = OutputSink::new(false);
+        sink.take_text(text);
+        sink.output_hash()
+    };
+    for path in [classify, classify_general] {
+        let mut sink = OutputSink::new(true);
+        let c = path(both, &mut sink).unwrap();
+        assert_eq!((c.channel, c.text_len), (Channel::Reasoning, 5));
+        assert_eq!(
+            (sink.captured.as_str(), sink.output_hash()),
+            ("think", one("think"))
+        );
+        let mut sink = OutputSink::new(true);
+        let c = path(late, &mut sink).unwrap();
+        assert_eq!((c.text_len, sink.captured.as_str()), (3, "hmm"));
+    }
+}
+
+#[test]
 fn completions_text_and_finish() {
     let c = run(r#"{"object":"text_completion","choices":[{"text":"hi","finish_reason":null}]}"#);
     assert_eq!((c.channel, c.text_len), (Channel::Content, 2));

@@ -150,6 +150,7 @@ map_visitor!(ChoiceSeed, "a choice object", |this, key, map| {
         "delta" => map.next_value_seed(DeltaSeed {
             scan: &mut *this.scan,
             sink: &mut *this.sink,
+            reasoning_taken: std::cell::Cell::new(false),
         })?,
         // The completions API streams `text` directly on the choice.
         "text" => map.next_value_seed(TextSeed {
@@ -174,11 +175,18 @@ map_visitor!(ChoiceSeed, "a choice object", |this, key, map| {
 struct DeltaSeed<'s> {
     scan: &'s mut Scan,
     sink: &'s mut OutputSink,
+    /// Whether a reasoning field of this delta already had text: servers moving from
+    /// `reasoning_content` to `reasoning` send the same text under both names.
+    reasoning_taken: std::cell::Cell<bool>,
 }
 
 map_visitor!(DeltaSeed, "a delta object", |this, key, map| {
     let kind = match key.0.as_ref() {
         "content" => Some(TextKind::Content),
+        "reasoning_content" | "reasoning" if this.reasoning_taken.get() => {
+            map.next_value::<IgnoredAny>()?;
+            None
+        }
         "reasoning_content" | "reasoning" => Some(TextKind::Reasoning),
         "role" => {
             if map.next_value::<Option<IgnoredAny>>()?.is_some() {
@@ -199,11 +207,15 @@ map_visitor!(DeltaSeed, "a delta object", |this, key, map| {
         }
     };
     if let Some(kind) = kind {
+        let reasoning_before = this.scan.reasoning_len;
         map.next_value_seed(TextSeed {
             kind,
             scan: &mut *this.scan,
             sink: &mut *this.sink,
         })?;
+        if this.scan.reasoning_len > reasoning_before {
+            this.reasoning_taken.set(true);
+        }
     }
 });
 

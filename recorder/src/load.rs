@@ -59,6 +59,10 @@ pub struct LoadShared {
     pub outcomes: [AtomicU64; 11],
     /// First trace write failure; the run stops sending when it happens.
     pub write_error: Mutex<Option<String>>,
+    /// Warmup requests not yet ended (starts at the configured warmup count).
+    pub warmup_left: AtomicU64,
+    /// Wakes closed-loop workers waiting for the last warmup request to end.
+    pub warmup_notify: Notify,
 }
 
 impl LoadShared {
@@ -93,6 +97,29 @@ impl LoadShared {
         match self.total_requests() {
             Some(total) if id >= total => None,
             _ => Some(id),
+        }
+    }
+
+    /// Waits until every warmup request has ended, so that no measured request overlaps one
+    /// (as in the tools whose measurements the protocols reproduce); false when the run was
+    /// stopped meanwhile.
+    async fn warmup_finished(&self) -> bool {
+        loop {
+            let warmed = self.warmup_notify.notified();
+            let stopped = self.stop_notify.notified();
+            tokio::pin!(warmed, stopped);
+            warmed.as_mut().enable();
+            stopped.as_mut().enable();
+            if self.stop.load(Ordering::SeqCst) {
+                return false;
+            }
+            if self.warmup_left.load(Ordering::SeqCst) == 0 {
+                return true;
+            }
+            tokio::select! {
+                () = &mut warmed => {}
+                () = &mut stopped => {}
+            }
         }
     }
 
@@ -136,6 +163,7 @@ impl LoadShared {
 /// Run one request and hand its record to the writer.
 async fn run_one(shared: Arc<LoadShared>, spec: RequestSpec) {
     let id = spec.id;
+    let warmup = spec.phase == Phase::Warmup;
     let (tx, rx) = oneshot::channel();
     if let Ok(mut map) = shared.cancels.lock() {
         map.insert(id, tx);
@@ -176,6 +204,9 @@ async fn run_one(shared: Arc<LoadShared>, spec: RequestSpec) {
         }
         shared.request_stop();
     }
+    if warmup && shared.warmup_left.fetch_sub(1, Ordering::SeqCst) == 1 {
+        shared.warmup_notify.notify_waiters();
+    }
 }
 
 /// Drive the configured load until every request is done (or stopped and drained).
@@ -187,6 +218,11 @@ pub async fn drive(shared: Arc<LoadShared>) {
                 let shared = shared.clone();
                 workers.spawn(async move {
                     while let Some(id) = shared.claim_id() {
+                        // Warmup ids are claimed first, each by a worker that runs it, so
+                        // waiting here for them to end cannot block them.
+                        if id >= shared.config.warmup && !shared.warmup_finished().await {
+                            break;
+                        }
                         // Closed loop: the request is meant to start the moment its slot frees.
                         let intended = shared.ctx.now_ns();
                         if shared.past_deadline(intended) {

@@ -139,6 +139,8 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
         next_id: AtomicU64::new(0),
         start_ns,
         hit_deadline: AtomicBool::new(false),
+        warmup_left: AtomicU64::new(config.warmup),
+        warmup_notify: Default::default(),
         outcomes: Default::default(),
         write_error: Mutex::new(None),
         prompts,

@@ -201,6 +201,9 @@ fn config_from(args: Args) -> anyhow::Result<CapacityConfig> {
         };
         labels.push((key.trim().to_string(), value.to_string()));
     }
+    // Every trial's trace carries the labels too, so analyzing one alone (e.g. the
+    // capacity-v3 report's engine, gpu, tier) sees the same experiment as the search report.
+    target.labels.extend(labels.iter().cloned());
     if !args.temperature.is_finite() || args.temperature < 0.0 {
         bail!("--temperature must be a non-negative number");
     }

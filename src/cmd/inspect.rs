@@ -105,13 +105,30 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let m = reader.manifest();
         println!("file:        {} ({file_bytes} bytes)", args.file.display());
         println!("format:      {}.{}", header.major, header.minor);
-        println!("host:        {} (shard {})", header.host, header.shard);
+        // Imported runs know neither the client host nor (vLLM) the server URL.
+        let or_unknown = |s: &str| {
+            if s.is_empty() {
+                "unknown".to_string()
+            } else {
+                s.to_string()
+            }
+        };
+        println!(
+            "host:        {} (shard {})",
+            or_unknown(&header.host),
+            header.shard
+        );
         println!(
             "clock:       monotonic {} ns = realtime {} ns",
             header.anchor.mono_ns, header.anchor.realtime_ns
         );
         println!("tool:        {}", m.tool_version);
-        println!("target:      {} {} model {}", m.api, m.base_url, m.model);
+        println!(
+            "target:      {} {} model {}",
+            m.api,
+            or_unknown(&m.base_url),
+            m.model
+        );
         println!("seed:        {}", m.seed);
         if !m.argv.is_empty() {
             println!("command:     {}", m.argv.join(" "));

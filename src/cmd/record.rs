@@ -43,7 +43,7 @@ pub struct Args {
     /// Measured requests to send (default 100 unless --duration is given).
     #[arg(long)]
     requests: Option<u64>,
-    /// Warmup requests sent first, recorded with phase=warmup.
+    /// Warmup requests sent first, recorded with phase=warmup (closed loop: measured requests start once every warmup request has ended).
     #[arg(long, default_value_t = 0)]
     warmup: u64,
     /// Stop sending after this many seconds.

@@ -117,10 +117,13 @@ fn skeleton(analysis: &Analysis<'_>) -> Value {
         .map(|&t| &dataset.traces[t as usize]);
     let manifest = first.map(|t| t.manifest.clone()).unwrap_or_default();
     let label = |key: &str| manifest.labels.get(key).map(|v| label_value(v));
+    // Counts are integers in the report even when a source kept them as floats (AIPerf's
+    // configured ISL/OSL means are `128.0`).
     let setting = |key: &str| {
         label(key)
             .or_else(|| manifest.load.get(key).cloned())
             .or_else(|| manifest.workload.get(key).cloned())
+            .map(whole_number_as_integer)
     };
 
     let all = indexed(analysis);
@@ -189,7 +192,7 @@ fn skeleton(analysis: &Analysis<'_>) -> Value {
     let report = json!({
         "base_url": manifest.base_url,
         "completed": analysis.run.completed,
-        "concurrency": setting("concurrency").unwrap_or(Value::Null),
+        "concurrency": setting("concurrency").or_else(|| unpaced_cap(&manifest)).unwrap_or(Value::Null),
         "context_distribution": context_distribution,
         "context_seed": label("context_seed").unwrap_or_else(|| json!(manifest.seed)),
         "context_tokens": setting("context_tokens").or_else(|| setting("input_tokens")).or(most_planned).unwrap_or(Value::Null),
@@ -228,6 +231,28 @@ fn sorted(map: Map<String, Value>) -> Map<String, Value> {
 }
 
 /// `20260905T034617Z` from ns since the epoch.
+/// An imported `vllm bench serve` run keeps its in-flight cap as `load.max_concurrency`; with
+/// requests not paced (`request_rate` "inf") that cap is the concurrency of a closed loop.
+fn unpaced_cap(manifest: &tokentrace_format::Manifest) -> Option<Value> {
+    let unpaced = manifest
+        .load
+        .get("request_rate")
+        .and_then(Value::as_str)
+        .is_some_and(|rate| rate.eq_ignore_ascii_case("inf"));
+    let cap = manifest.load.get("max_concurrency")?;
+    (unpaced && cap.is_u64()).then(|| cap.clone())
+}
+
+/// A non-negative float with no fraction as an integer; anything else unchanged.
+fn whole_number_as_integer(value: Value) -> Value {
+    match value.as_f64() {
+        Some(x) if value.is_f64() && x >= 0.0 && x.fract() == 0.0 && x < u64::MAX as f64 => {
+            json!(x as u64)
+        }
+        _ => value,
+    }
+}
+
 fn compact_stamp(ns: u64) -> String {
     utc_iso8601(ns).replace(['-', ':'], "")
 }
