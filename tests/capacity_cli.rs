@@ -16,38 +16,37 @@ fn capacity() -> Command {
 fn malformed_specs_are_refused_before_any_traffic() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("s");
-    let base = ["--url", "http://127.0.0.1:9/v1", "--model", "m"];
-    capacity()
-        .args(base)
-        .args(["--workload", "2048", "--slo", "ttft:p95<1s"])
-        .arg("-o")
-        .arg(&dir)
-        .assert()
-        .code(2)
-        .stderr(contains("bad workload `2048`"));
-    capacity()
-        .args(base)
-        .args(["--workload", "64/8", "--slo", "ttft:p95<1000"])
-        .arg("-o")
-        .arg(&dir)
-        .assert()
-        .code(2)
-        .stderr(contains("needs a unit"));
-    capacity()
-        .args(base)
-        .args([
-            "--workload",
-            "64/8",
-            "--slo",
-            "ttft:p95<1s",
-            "--protocol",
-            "nope",
-        ])
-        .arg("-o")
-        .arg(&dir)
-        .assert()
-        .code(2)
-        .stderr(contains("unknown protocol `nope`"));
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["--workload", "2048", "--slo", "ttft:p95<1s"],
+            "bad workload `2048`",
+        ),
+        (
+            &["--workload", "64/8", "--slo", "ttft:p95<1000"],
+            "needs a unit",
+        ),
+        (
+            &[
+                "--workload",
+                "64/8",
+                "--slo",
+                "ttft:p95<1s",
+                "--protocol",
+                "nope",
+            ],
+            "unknown protocol `nope`",
+        ),
+    ];
+    for (args, message) in cases {
+        capacity()
+            .args(["--url", "http://127.0.0.1:9/v1", "--model", "m"])
+            .args(args)
+            .arg("-o")
+            .arg(&dir)
+            .assert()
+            .code(2)
+            .stderr(contains(message));
+    }
     assert!(!dir.exists());
     capacity()
         .arg("--reanalyze")

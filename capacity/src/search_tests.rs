@@ -122,6 +122,18 @@ fn every_knee_in_range_is_found_exactly() {
     }
 }
 
+/// The bracket is 7 passing / 8 failing, and level 8 ran exactly these (trial, passed) pairs.
+fn assert_knee_at_8_with(out: &SearchOutcome<(u32, u32)>, expected: &[(u32, bool)]) {
+    assert_eq!(out.bracket.highest_passing, Some(7));
+    assert_eq!(out.bracket.lowest_failing, Some(8));
+    let at8: Vec<(u32, bool)> = out
+        .trials_at(Some(8))
+        .iter()
+        .map(|t| (t.trial, t.passed))
+        .collect();
+    assert_eq!(at8, expected);
+}
+
 #[test]
 fn a_level_fails_at_its_first_failing_trial() {
     // Level 8 fails only in its second trial: the third is never run.
@@ -134,14 +146,7 @@ fn a_level_fails_at_its_first_failing_trial() {
         &mut Silent,
     )
     .unwrap();
-    assert_eq!(out.bracket.highest_passing, Some(7));
-    assert_eq!(out.bracket.lowest_failing, Some(8));
-    let at8: Vec<(u32, bool)> = out
-        .trials_at(Some(8))
-        .iter()
-        .map(|t| (t.trial, t.passed))
-        .collect();
-    assert_eq!(at8, vec![(1, true), (2, false)]);
+    assert_knee_at_8_with(&out, &[(1, true), (2, false)]);
     assert!(!runner.log.contains(&(8, 3)));
 }
 
@@ -280,12 +285,5 @@ fn complete_levels_runs_every_trial_of_a_failing_level() {
         ..settings(1, 1024, 3)
     };
     let out = run_search(&mut runner, workload(), &s, &Deadline(None), &mut Silent).unwrap();
-    assert_eq!(out.bracket.highest_passing, Some(7));
-    assert_eq!(out.bracket.lowest_failing, Some(8));
-    let at8: Vec<(u32, bool)> = out
-        .trials_at(Some(8))
-        .iter()
-        .map(|t| (t.trial, t.passed))
-        .collect();
-    assert_eq!(at8, vec![(1, true), (2, false), (3, true)]);
+    assert_knee_at_8_with(&out, &[(1, true), (2, false), (3, true)]);
 }
