@@ -2,9 +2,7 @@
 
 use crate::facts::{self, ChunkSlice, FactsOptions, RequestFacts, RequestHead};
 use std::path::{Path, PathBuf};
-use tokentrace_format::{
-    DecodedBlock, FormatError, Header, Manifest, RequestRecord, RunEnd, TraceReader,
-};
+use tokentrace_format::{DecodedBlock, FormatError, Header, Manifest, RunEnd, TraceReader};
 
 /// Errors while loading traces.
 #[derive(Debug, thiserror::Error)]
@@ -197,22 +195,6 @@ impl Dataset {
             };
             let gaps = options.keep_gaps.then_some(&mut self.gaps);
             let f = facts::summarize(trace, head, slice, options.gap_chunks, gaps);
-            self.requests.push(f);
-        }
-    }
-
-    /// Adds a trace made of materialized records (tests and importers).
-    pub fn add_records(
-        &mut self,
-        info: TraceInfo,
-        records: &[RequestRecord],
-        options: FactsOptions,
-    ) {
-        let trace = self.traces.len() as u32;
-        self.traces.push(info);
-        for record in records {
-            let gaps = options.keep_gaps.then_some(&mut self.gaps);
-            let f = facts::summarize_record(trace, record, options.gap_chunks, gaps);
             self.requests.push(f);
         }
     }

@@ -20,6 +20,30 @@ impl<'a> Ctx<'a> {
     }
 }
 
+/// The JSON values of a JSON-lines `text` read from `file`, each with its position; blank
+/// lines are skipped and lines that are not JSON become issues.
+pub(crate) fn json_lines<'a>(
+    file: &'a Path,
+    text: &str,
+    issues: &mut Vec<Issue>,
+) -> Vec<(Ctx<'a>, Value)> {
+    let mut values = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let ctx = Ctx {
+            file,
+            line: Some(i + 1),
+        };
+        match serde_json::from_str(line) {
+            Ok(value) => values.push((ctx, value)),
+            Err(e) => issues.push(ctx.issue("(line)", format!("invalid JSON: {e}"))),
+        }
+    }
+    values
+}
+
 /// Walks a dotted path (`metadata.request_start_ns`); `None` when a step is missing or null.
 pub(crate) fn lookup<'v>(value: &'v Value, path: &str) -> Option<&'v Value> {
     let mut current = value;
@@ -138,7 +162,7 @@ mod tests {
 
     #[test]
     fn numbers_must_be_finite() {
-        assert!(f64_value(&json!(1.5), "x", ctx()).is_ok());
+        assert_eq!(f64_value(&json!(1.5), "x", ctx()).unwrap(), 1.5);
         assert!(f64_value(&json!("1.5"), "x", ctx()).is_err());
     }
 }

@@ -11,7 +11,7 @@ mod raw;
 mod records;
 
 use crate::error::{ImportError, Issue};
-use crate::fields::Ctx;
+use crate::fields::json_lines;
 use crate::{require_requests, Imported};
 use build::Placement;
 use serde_json::{Map, Value};
@@ -66,21 +66,7 @@ pub fn read(input: &Path) -> Result<Imported, ImportError> {
     };
 
     let mut parsed = Vec::new();
-    for (i, line) in raw_text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let ctx = Ctx {
-            file: &raw_path,
-            line: Some(i + 1),
-        };
-        let value: Value = match serde_json::from_str(line) {
-            Ok(v) => v,
-            Err(e) => {
-                issues.push(ctx.issue("(line)", format!("invalid JSON: {e}")));
-                continue;
-            }
-        };
+    for (ctx, value) in json_lines(&raw_path, &raw_text, &mut issues) {
         match raw::parse(&value, ctx) {
             Ok((request, notes)) => {
                 issues.extend(notes);

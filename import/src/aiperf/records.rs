@@ -3,7 +3,7 @@
 //! trace (response headers and when they arrived).
 
 use crate::error::Issue;
-use crate::fields::{lookup, Ctx};
+use crate::fields::{json_lines, lookup, Ctx};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::path::Path;
@@ -47,21 +47,7 @@ impl RecordInfo {
 pub(crate) fn parse(path: &Path, text: &str) -> (HashMap<String, RecordInfo>, Vec<Issue>) {
     let mut map = HashMap::new();
     let mut issues = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let ctx = Ctx {
-            file: path,
-            line: Some(i + 1),
-        };
-        let value: Value = match serde_json::from_str(line) {
-            Ok(v) => v,
-            Err(e) => {
-                issues.push(ctx.issue("(line)", format!("invalid JSON: {e}")));
-                continue;
-            }
-        };
+    for (ctx, value) in json_lines(path, text, &mut issues) {
         match parse_line(&value, ctx) {
             Ok((id, info)) => {
                 map.insert(id, info);
