@@ -187,20 +187,20 @@ fn peak_rss_kib() -> u64 {
 /// Decoding alone (the format's share of the work): every block decoded, nothing analyzed.
 fn decode_only(trace: &Path) {
     let started = Instant::now();
+    let cpu_before = cpu_seconds();
     let reader = tokentrace_format::TraceReader::open(trace).expect("open");
-    let mut chunks = 0u64;
+    let (mut chunks, mut requests) = (0u64, 0u64);
     for i in 0..reader.block_count() {
-        chunks += reader.decode_block(i).expect("decode").chunks.len() as u64;
+        let block = reader.decode_block(i).expect("decode");
+        chunks += block.chunks.len() as u64;
+        requests += block.requests.len() as u64;
     }
     let total = started.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu_before;
+    // Decoding has no separate load phase: the whole time is the "load" figure.
     println!(
-        "{} {} {} {} {} {}",
-        total,
-        total,
-        chunks,
-        0,
-        peak_rss_kib(),
-        cpu_seconds()
+        "{total} {total} {chunks} {requests} {} {cpu}",
+        peak_rss_kib()
     );
 }
 

@@ -150,6 +150,11 @@ fn inspect_names_an_unknown_host_of_an_imported_run() {
         .arg(&trace)
         .output()
         .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let text = String::from_utf8(output.stdout).unwrap();
     assert!(text.contains("host:        unknown (shard 0)"), "{text}");
 }

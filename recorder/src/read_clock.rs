@@ -44,13 +44,17 @@ impl ReadClock {
 
     /// The cell only moves forward: two reads converted with slightly different offsets must
     /// not put a later read before an earlier one (headers before their first event).
+    ///
+    /// Relaxed is enough: the cell publishes no other memory, and the frame a reader stamps
+    /// reaches it through hyper's channel, whose synchronization already orders this store
+    /// before the reader's load.
     fn advance(&self, mono_ns: u64) {
-        self.0.fetch_max(mono_ns, Ordering::AcqRel);
+        self.0.fetch_max(mono_ns, Ordering::Relaxed);
     }
 
     /// The latest read's time, absolute CLOCK_MONOTONIC ns; 0 before the first read.
     pub fn last_read_ns(&self) -> u64 {
-        self.0.load(Ordering::Acquire)
+        self.0.load(Ordering::Relaxed)
     }
 
     /// Arrival of a frame relative to `anchor_mono_ns`, given the caller's own clock read

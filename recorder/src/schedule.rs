@@ -90,8 +90,14 @@ mod tests {
     fn same_seed_same_schedule() {
         let mut a = Schedule::new(10.0, Arrival::Poisson, 9);
         let mut b = Schedule::new(10.0, Arrival::Poisson, 9);
+        let mut other = Schedule::new(10.0, Arrival::Poisson, 10);
+        let mut differs = false;
         for _ in 0..10 {
-            assert_eq!(a.next_offset_ns(), b.next_offset_ns());
+            let offset = a.next_offset_ns();
+            assert_eq!(offset, b.next_offset_ns());
+            differs |= offset != other.next_offset_ns();
         }
+        // Otherwise the seed would not be reaching the generator at all.
+        assert!(differs, "another seed gave the same schedule");
     }
 }

@@ -79,16 +79,6 @@ impl SseParser {
         }
     }
 
-    /// Forget any partial state so the parser can serve another response.
-    pub fn reset(&mut self) {
-        self.partial.clear();
-        self.data.clear();
-        self.event_type.clear();
-        self.has_data = false;
-        self.wire_bytes = 0;
-        self.after_cr = false;
-    }
-
     /// Whether bytes of an unfinished line or event are pending (stream cut mid-event).
     pub fn has_pending(&self) -> bool {
         !self.partial.is_empty() || self.has_data
@@ -308,7 +298,13 @@ mod tests {
     #[test]
     fn oversize_line_refused_even_when_split() {
         let mut parser = SseParser::new(16);
-        assert!(parser.feed(b"data: 0123456789", |_| {}).is_ok());
+        let mut dispatched = 0;
+        assert_eq!(
+            parser.feed(b"data: 0123456789", |_| dispatched += 1),
+            Ok(())
+        );
+        assert_eq!(dispatched, 0);
+        assert!(parser.has_pending(), "16 bytes are held as a partial line");
         assert_eq!(
             parser.feed(b"abcdef", |_| {}),
             Err(SseError::Oversize { limit: 16 })

@@ -154,7 +154,6 @@ struct StreamState {
     done: bool,
     first_output: bool,
     last_completion_tokens: Option<u32>,
-    events: u32,
 }
 
 impl StreamState {
@@ -187,7 +186,6 @@ impl StreamState {
             done: false,
             first_output: false,
             last_completion_tokens: None,
-            events: 0,
         }
     }
 
@@ -334,7 +332,10 @@ impl StreamState {
         } else {
             self.fail(
                 Outcome::MissingDone,
-                format!("stream ended after {} events without [DONE]", self.events),
+                format!(
+                    "stream ended after {} events without [DONE]",
+                    self.record.chunks.len()
+                ),
             );
         }
     }

@@ -27,13 +27,13 @@ impl StreamState {
             done,
             first_output,
             last_completion_tokens,
-            events,
             ..
         } = self;
         let mut malformed: Option<String> = None;
         let mut error_event: Option<String> = None;
         parser.feed(data, |event| {
-            *events += 1;
+            // Every event becomes one chunk, so this one's number is the count so far plus one.
+            let event_number = record.chunks.len() + 1;
             let mut chunk = ChunkRecord {
                 arrival_ns,
                 read_index,
@@ -99,7 +99,7 @@ impl StreamState {
                     if malformed.is_none() {
                         malformed = Some(format!(
                             "event {}: {err}: {}",
-                            *events,
+                            event_number,
                             truncate_lossy(event.data)
                         ));
                     }
