@@ -105,6 +105,7 @@ fn request(id: u64, chunks: u64) -> RequestRecord {
         planned_input_tokens: Some(1000),
         response_headers: vec![],
         chunks: records,
+        retries: 0,
     }
 }
 

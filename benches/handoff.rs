@@ -72,6 +72,7 @@ fn record(id: u64, tokens: u32) -> RequestRecord {
         planned_input_tokens: Some(512),
         response_headers: vec![("x-request-id".into(), id.to_string())],
         chunks,
+        retries: 0,
     }
 }
 

@@ -9,8 +9,8 @@ use criterion::{
     black_box, criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput,
 };
 use tokentrace_format::{mono_now_ns, Channel, ChunkRecord};
-use tokentrace_recorder::classify::{classify, classify_general, Classified, OutputSink};
-use tokentrace_recorder::sse::SseParser;
+use tokentrace_sse::classify::{classify, classify_general, Classified, OutputSink};
+use tokentrace_sse::parser::SseParser;
 
 /// A vLLM-style chat stream: role, `n` content events with continuous usage, usage, [DONE].
 fn chat_stream(n: usize) -> Vec<u8> {

@@ -84,6 +84,7 @@ fn write_trace(path: &Path, ttft_ms: u64) {
                 output_bytes: 40,
                 planned_input_tokens: Some(50),
                 response_headers: vec![],
+                retries: 0,
                 chunks,
             })
             .unwrap();

@@ -55,6 +55,7 @@ fn request(
         planned_input_tokens: Some(100),
         response_headers: vec![],
         chunks,
+        retries: 0,
     }
 }
 

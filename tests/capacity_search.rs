@@ -52,13 +52,9 @@ fn predict(sim: &SimConfig) -> Prediction {
 }
 
 fn fixture_path(name: &str) -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let local = root.join("tests/fixtures").join(name);
-    if local.exists() {
-        local
-    } else {
-        root.join("../shared/fixtures").join(name)
-    }
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
 }
 
 fn key_paths(value: &Value) -> BTreeSet<String> {

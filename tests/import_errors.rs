@@ -9,7 +9,7 @@ use tokentrace_format::TraceReader;
 
 fn fixture_lines() -> Vec<String> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/fixtures/aiperf-0.13-chat/profile_export_raw.jsonl");
+        .join("tests/fixtures/aiperf-0.13-chat/profile_export_raw.jsonl");
     std::fs::read_to_string(path)
         .unwrap()
         .lines()

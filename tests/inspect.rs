@@ -53,7 +53,10 @@ fn inspect_reports_a_finished_trace() {
     assert!(output.status.success());
     let text = String::from_utf8(output.stdout).unwrap();
     assert!(text.contains("integrity:   ok"), "{text}");
-    assert!(text.contains("requests:    6 (5 measured)"), "{text}");
+    assert!(
+        text.contains("requests:    6 (5 measured, 0 retried on a fresh connection)"),
+        "{text}"
+    );
     assert!(text.contains("blocks:      3"), "{text}");
 }
 

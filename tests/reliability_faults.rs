@@ -262,7 +262,10 @@ fn missing_done_is_missing_done() {
         assert_eq!(count(r, Channel::Content), MAX_TOKENS as usize);
         assert_eq!(r.usage.completion_tokens, Some(MAX_TOKENS));
         // The role event, one per token, the final usage event.
-        let said = format!("after {} events without [DONE]", MAX_TOKENS + 2);
+        let said = format!(
+            "after {} events and a finish_reason, without [DONE]",
+            MAX_TOKENS + 2
+        );
         assert!(
             r.error.as_deref().unwrap_or("").contains(&said),
             "{:?}",

@@ -123,7 +123,8 @@ fn two_thousand_streams_for_a_minute_memory_flat_nothing_lost() {
         "ids are contiguous: no request lost"
     );
     for id in &seen {
-        let id: u64 = id.parse().unwrap();
+        // The recorder sends each request's id inside a UUID.
+        let id = tokentrace_format::request_id::id_of_uuid(id).unwrap();
         assert!(
             ids.contains(&id),
             "the server saw request {id}; the trace lacks it"

@@ -1,13 +1,13 @@
 //! One protocol applied to a set of traces: which requests count, their values, the run context.
 
 use crate::dataset::Dataset;
-use crate::facts::{FactsOptions, RequestFacts};
+use crate::facts::{FactsOptions, RequestFacts, ToolCalls};
 use crate::protocol::{Count, Protocol, Quantity, TokenSource};
 use crate::quantity::{self, EvalContext};
 use crate::slo::Slo;
-use crate::summary::{Rows, RunContext};
+use crate::summary::{Note, Rows, RunContext};
 use serde_json::{Map, Value};
-use tokentrace_format::Phase;
+use tokentrace_format::{Outcome, Phase};
 
 /// Choices that are not part of the protocol.
 #[derive(Debug, Clone, Default)]
@@ -30,6 +30,7 @@ pub fn facts_options(protocol: &Protocol, options: &AnalyzeOptions) -> FactsOpti
     FactsOptions {
         keep_gaps: protocol.needs_gaps() || slo_needs_gaps,
         gap_chunks: protocol.gap_chunks,
+        tool_calls: protocol.tool_calls,
         threads: 1,
     }
 }
@@ -92,7 +93,10 @@ impl<'a> Analysis<'a> {
                 failed.push(i);
             }
         }
-        let run = run_context(dataset, traces, &counted, &failed);
+        let mut run = run_context(dataset, traces, &counted, &failed);
+        let (missing_done, notes) = notes(protocol, dataset, &counted);
+        run.missing_done = missing_done;
+        run.notes = notes;
         Analysis {
             protocol,
             dataset,
@@ -173,6 +177,49 @@ impl Rows for Analysis<'_> {
     }
 }
 
+/// The count of counted `missing_done` requests and the notes a report must show about the
+/// counted requests: streams without `[DONE]` that were counted, and tool-call deltas the
+/// protocol does not count as output.
+fn notes(protocol: &Protocol, dataset: &Dataset, counted: &[usize]) -> (u64, Vec<Note>) {
+    let requests = || counted.iter().map(|&i| &dataset.requests[i]);
+    let missing_done = requests()
+        .filter(|r| r.outcome == Outcome::MissingDone)
+        .count() as u64;
+    let mut notes = Vec::new();
+    if missing_done > 0 {
+        notes.push(Note {
+            key: "missing_done".into(),
+            requests: missing_done,
+            text: format!(
+                "{missing_done} counted request(s) ended cleanly after a finish_reason but without data: [DONE] (outcome missing_done); protocol {} counts them as successful",
+                protocol.name
+            ),
+        });
+    }
+    if protocol.tool_calls == ToolCalls::Ignored {
+        let with_tools = requests().filter(|r| r.tool_chunks > 0).count() as u64;
+        let tools_only = requests()
+            .filter(|r| r.tool_chunks > 0 && r.output_chunks() == 0)
+            .count();
+        if with_tools > 0 {
+            let consequence = if crate::methodology::uses_choices(protocol) {
+                "it times them as events carrying a choice, but no chunk-based output count includes their text".to_string()
+            } else {
+                format!("{tools_only} of them had no other output, so their TTFT and inter-token latencies are undefined")
+            };
+            notes.push(Note {
+                key: "tool_calls_not_output".into(),
+                requests: with_tools,
+                text: format!(
+                    "{with_tools} counted request(s) streamed tool-call deltas, which protocol {} does not count as output; {consequence}",
+                    protocol.name
+                ),
+            });
+        }
+    }
+    (missing_done, notes)
+}
+
 /// Wall clock, counts and client health of the analyzed traces.
 fn run_context(
     dataset: &Dataset,
@@ -230,6 +277,7 @@ fn run_context(
         failed: failed.len() as u64,
         client_health,
         health_flags,
+        ..RunContext::default()
     }
 }
 
@@ -270,4 +318,147 @@ pub fn health_flags_of(
         flags.push("client_cpu_over_80pct_of_a_core".to_string());
     }
     flags
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dataset::tests::dataset_of;
+    use crate::facts::tests::{chunk, record, tool_call_stream};
+    use crate::protocol::builtin;
+    use crate::report;
+    use tokentrace_format::{Channel, RequestRecord};
+
+    /// A complete answer whose stream ended after its finish_reason without `[DONE]`.
+    pub(crate) fn without_done(id: u64) -> RequestRecord {
+        let mut r = record(vec![
+            chunk(3_000, Channel::Content, 4, None),
+            chunk(5_000, Channel::Content, 4, None),
+            chunk(6_000, Channel::Finish, 0, None),
+        ]);
+        r.id = id;
+        r.outcome = Outcome::MissingDone;
+        r.error = Some("stream ended after 3 events without [DONE]".into());
+        r
+    }
+
+    fn analyze<'a>(protocol: &'a Protocol, dataset: &'a Dataset) -> Analysis<'a> {
+        Analysis::new(protocol, dataset, &[0], &AnalyzeOptions::default())
+    }
+
+    fn ok(id: u64) -> RequestRecord {
+        let mut r = without_done(id);
+        r.outcome = Outcome::Ok;
+        r.error = None;
+        r
+    }
+
+    #[test]
+    fn missing_done_counts_where_the_peer_needs_no_done_and_every_report_says_so() {
+        let records = vec![ok(1), without_done(2), ok(3)];
+        for name in ["tokentrace-v1", "aiperf", "vllm", "sglang", "guidellm"] {
+            let p = builtin::find(name).unwrap();
+            let dataset = dataset_of(&records, p.chunk_rules());
+            let a = analyze(&p, &dataset);
+            assert_eq!((a.run.completed, a.run.failed), (3, 0), "{name}");
+            assert_eq!(a.run.missing_done, 1, "{name}");
+            assert_eq!(a.run.notes.len(), 1, "{name}");
+            assert_eq!(a.run.notes[0].key, "missing_done");
+            let json = report::json_report(&a);
+            assert_eq!(json["notes"][0]["requests"], 1, "{name}: {json}");
+            let table = report::table::render(&a, "");
+            assert!(
+                table.contains("note: 1 counted request(s) ended"),
+                "{table}"
+            );
+        }
+        let v1 = builtin::find("tokentrace-v1").unwrap();
+        let dataset = dataset_of(&records, v1.chunk_rules());
+        let json = report::json_report(&analyze(&v1, &dataset));
+        assert_eq!(json["requests"]["missing_done"], 1);
+        // The failure counts and aggregates stay one story.
+        assert_eq!(json["aggregates"]["completed"], 3);
+        assert_eq!(json["aggregates"]["failed"], 0);
+    }
+
+    #[test]
+    fn the_capacity_protocols_keep_missing_done_a_failure_and_clean_reports_their_keys() {
+        let records = vec![ok(1), without_done(2), ok(3)];
+        for name in ["capacity-v3", "capacity-v4-reasoning"] {
+            let p = builtin::find(name).unwrap();
+            let dataset = dataset_of(&records, p.chunk_rules());
+            let a = analyze(&p, &dataset);
+            assert_eq!((a.run.completed, a.run.failed), (2, 1), "{name}");
+            let json = report::json_report(&a);
+            assert_eq!(json["failed"], 1);
+            assert_eq!(json["failures"][0]["outcome"], "missing_done");
+            // Nothing counted needs a note, so the report keeps the harness's keys.
+            assert!(json.get("notes").is_none(), "{name}");
+        }
+        let vllm = builtin::find("vllm").unwrap();
+        let clean = dataset_of(&[ok(1)], vllm.chunk_rules());
+        let json = report::json_report(&analyze(&vllm, &clean));
+        assert!(json.get("notes").is_none() && json.get("missing_done").is_none());
+    }
+
+    #[test]
+    fn tool_calls_a_protocol_ignores_are_noted() {
+        let records = vec![tool_call_stream(), ok(2)];
+        let sglang = builtin::find("sglang").unwrap();
+        let dataset = dataset_of(&records, sglang.chunk_rules());
+        let a = analyze(&sglang, &dataset);
+        assert_eq!(a.run.notes.len(), 1);
+        let note = &a.run.notes[0];
+        assert_eq!(
+            (note.key.as_str(), note.requests),
+            ("tool_calls_not_output", 1)
+        );
+        assert!(
+            note.text.contains("1 of them had no other output"),
+            "{}",
+            note.text
+        );
+        let v3 = builtin::find("capacity-v3").unwrap();
+        let dataset = dataset_of(&records, v3.chunk_rules());
+        let json = report::json_report(&analyze(&v3, &dataset));
+        assert_eq!(json["notes"][0]["note"], "tool_calls_not_output");
+        // vLLM times them (messages with choices) but counts no output from them.
+        let vllm = builtin::find("vllm").unwrap();
+        let dataset = dataset_of(&records, vllm.chunk_rules());
+        let a = analyze(&vllm, &dataset);
+        assert!(a.run.notes[0]
+            .text
+            .contains("times them as events carrying a choice"));
+        // A protocol that counts them as output has nothing to note.
+        let v1 = builtin::find("tokentrace-v1").unwrap();
+        let dataset = dataset_of(&records, v1.chunk_rules());
+        assert!(analyze(&v1, &dataset).run.notes.is_empty());
+    }
+
+    #[test]
+    fn tool_call_streams_have_ttft_itl_and_latency_where_the_peer_counts_them() {
+        // Sent at 1 µs; tool-call text at 3 and 5 µs; the stream ends at 9 µs.
+        let records = vec![tool_call_stream()];
+        let cases: [(&str, &str, Option<f64>); 9] = [
+            ("tokentrace-v1", "ttft_ms", Some(0.002)),
+            ("tokentrace-v1", "ttft_content_ms", Some(0.002)),
+            ("tokentrace-v1", "itl_request_max_ms", Some(0.002)),
+            ("aiperf", "time_to_first_token", Some(0.002)),
+            ("aiperf", "time_to_first_output_token", Some(0.002)),
+            ("aiperf", "request_latency", Some(0.004)),
+            ("guidellm", "time_to_first_output_token_ms", Some(0.002)),
+            // vLLM times every message with choices: the role delta at 2 µs.
+            ("vllm", "ttft_ms", Some(0.001)),
+            // SGLang reads delta.content only.
+            ("sglang", "ttft_ms", None),
+        ];
+        for (name, metric, want) in cases {
+            let p = builtin::find(name).unwrap();
+            let dataset = dataset_of(&records, p.chunk_rules());
+            let a = analyze(&p, &dataset);
+            let m = p.metrics.iter().position(|d| d.name == metric).unwrap();
+            let got = a.value_of(a.request(0), m).map(|v| (v * 1e6).round() / 1e6);
+            assert_eq!(got, want, "{name} {metric}");
+        }
+    }
 }

@@ -194,7 +194,7 @@ impl Dataset {
                 tokens: &c.tokens[range],
             };
             let gaps = options.keep_gaps.then_some(&mut self.gaps);
-            let f = facts::summarize(trace, head, slice, options.gap_chunks, gaps);
+            let f = facts::summarize(trace, head, slice, options.rules(), gaps);
             self.requests.push(f);
         }
     }
@@ -250,8 +250,40 @@ fn label_of(path: &Path) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::facts::ChunkRules;
+    use tokentrace_format::{ClockAnchor, RequestRecord};
+
+    /// One in-memory trace `t.tt` of `records` (anchor at realtime 1 s), facts under `rules`,
+    /// gaps kept.
+    pub(crate) fn dataset_of(records: &[RequestRecord], rules: ChunkRules) -> Dataset {
+        let mut dataset = Dataset::default();
+        for r in records {
+            let f = facts::summarize_record(0, r, rules, Some(&mut dataset.gaps));
+            dataset.requests.push(f);
+        }
+        dataset.traces.push(TraceInfo {
+            path: PathBuf::from("t.tt"),
+            label: "t.tt".into(),
+            header: Header {
+                major: 1,
+                minor: 0,
+                anchor: ClockAnchor {
+                    mono_ns: 0,
+                    realtime_ns: 1_000_000_000,
+                },
+                host: "test".into(),
+                shard: 0,
+            },
+            manifest: Manifest::default(),
+            run_end: None,
+            integrity: "ok".into(),
+            warnings: Vec::new(),
+            chunks: records.iter().map(|r| r.chunks.len() as u64).sum(),
+        });
+        dataset
+    }
 
     #[test]
     fn skipped_parts_read_as_a_sentence() {

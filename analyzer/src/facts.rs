@@ -6,6 +6,53 @@
 
 use tokentrace_format::{Channel, Outcome, Phase, RequestRecord, Usage};
 
+/// Whether a chunk is output: a delta that carried at least one byte of reasoning, content or
+/// tool-call text (a tool call's function name and arguments). Role announcements, usage-only
+/// events, finish-only events, `[DONE]` and empty deltas never are.
+///
+/// This is the one rule every output anchor, output chunk count and chunk-based token count
+/// follows; a protocol may only decide, with [`ToolCalls`], not to count tool-call deltas.
+#[inline]
+pub fn is_output(channel: Channel, text_len: u32) -> bool {
+    text_len > 0 && channel.is_output()
+}
+
+/// Whether a protocol counts tool-call deltas as output.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolCalls {
+    /// A non-empty tool-call delta is output of the answer kind: wherever a non-empty content
+    /// delta counts (first/last content, content chunks, gaps, chunk token counts), it counts.
+    #[default]
+    Output,
+    /// Tool-call deltas are not output; they are still events carrying a choice.
+    Ignored,
+}
+
+/// The kind of an output chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OutputKind {
+    /// Reasoning text.
+    Reasoning,
+    /// Content text, or a tool call when the protocol counts tool calls.
+    Answer,
+}
+
+/// The output kind of a chunk under `tools`, None when it is not output.
+#[inline]
+fn output_kind(channel: Channel, text_len: u32, tools: ToolCalls) -> Option<OutputKind> {
+    if !is_output(channel, text_len) {
+        return None;
+    }
+    match channel {
+        Channel::Reasoning => Some(OutputKind::Reasoning),
+        Channel::Tool if tools == ToolCalls::Ignored => None,
+        _ => Some(OutputKind::Answer),
+    }
+}
+
 /// What the facts pass keeps beyond the fixed per-request summary.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FactsOptions {
@@ -14,8 +61,47 @@ pub struct FactsOptions {
     pub keep_gaps: bool,
     /// Which chunks the gaps run between.
     pub gap_chunks: GapChunks,
+    /// Whether tool-call deltas are output.
+    pub tool_calls: ToolCalls,
     /// Threads decoding blocks (0 or 1: the calling thread alone).
     pub threads: usize,
+}
+
+impl FactsOptions {
+    /// The counting rules of these options.
+    pub fn rules(&self) -> ChunkRules {
+        ChunkRules {
+            gap_chunks: self.gap_chunks,
+            tool_calls: self.tool_calls,
+        }
+    }
+}
+
+/// How a protocol reads a request's chunks: which chunks the gaps run between and whether
+/// tool-call deltas are output. A bare [`GapChunks`] converts with tool calls as output.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChunkRules {
+    /// Which chunks the gaps run between.
+    pub gap_chunks: GapChunks,
+    /// Whether tool-call deltas are output.
+    pub tool_calls: ToolCalls,
+}
+
+impl ChunkRules {
+    /// Whether a chunk is output under these rules: [`is_output`], less tool-call deltas when
+    /// the protocol ignores them.
+    pub fn counts_as_output(&self, channel: Channel, text_len: u32) -> bool {
+        output_kind(channel, text_len, self.tool_calls).is_some()
+    }
+}
+
+impl From<GapChunks> for ChunkRules {
+    fn from(gap_chunks: GapChunks) -> ChunkRules {
+        ChunkRules {
+            gap_chunks,
+            tool_calls: ToolCalls::Output,
+        }
+    }
 }
 
 /// The chunks whose arrival gaps make up a protocol's inter-chunk latency.
@@ -24,34 +110,35 @@ pub struct FactsOptions {
 )]
 #[serde(rename_all = "snake_case")]
 pub enum GapChunks {
-    /// Non-empty reasoning or content deltas.
+    /// Output chunks ([`is_output`]): non-empty reasoning, content or (when counted) tool-call
+    /// deltas.
     #[default]
     Output,
-    /// Non-empty content deltas only (reasoning ignored).
+    /// Non-empty content (and, when counted, tool-call) deltas; reasoning ignored.
     Content,
     /// Every event carrying a choice: role, reasoning, content (even empty), tool, finish.
     Choices,
 }
 
 impl GapChunks {
-    /// Whether a chunk of `channel` with `text_len` bytes of text is a gap chunk.
+    /// Whether a chunk of `channel` whose output kind is `kind` is a gap chunk.
     #[inline]
-    fn includes(self, channel: Channel, text_len: u32) -> bool {
+    fn includes(self, channel: Channel, kind: Option<OutputKind>) -> bool {
         match self {
-            GapChunks::Output => {
-                matches!(channel, Channel::Reasoning | Channel::Content) && text_len > 0
-            }
-            GapChunks::Content => channel == Channel::Content && text_len > 0,
-            GapChunks::Choices => matches!(
-                channel,
-                Channel::Role
-                    | Channel::Reasoning
-                    | Channel::Content
-                    | Channel::Tool
-                    | Channel::Finish
-            ),
+            GapChunks::Output => kind.is_some(),
+            GapChunks::Content => kind == Some(OutputKind::Answer),
+            GapChunks::Choices => carries_choice(channel),
         }
     }
+}
+
+/// Whether an event carries a choice (role, reasoning, content even empty, tool, finish).
+#[inline]
+fn carries_choice(channel: Channel) -> bool {
+    matches!(
+        channel,
+        Channel::Role | Channel::Reasoning | Channel::Content | Channel::Tool | Channel::Finish
+    )
 }
 
 /// The compact summary of one request. Times are ns from the trace's clock anchor.
@@ -79,21 +166,21 @@ pub struct RequestFacts {
     pub end_ns: u64,
     /// First non-empty reasoning chunk.
     pub first_reasoning_ns: Option<u64>,
-    /// First non-empty content chunk.
+    /// First non-empty content chunk (or tool-call chunk, when tool calls are output).
     pub first_content_ns: Option<u64>,
-    /// First non-empty output chunk (reasoning or content).
+    /// First output chunk ([`is_output`]).
     pub first_output_ns: Option<u64>,
-    /// Second non-empty output chunk.
+    /// Second output chunk.
     pub second_output_ns: Option<u64>,
-    /// Last non-empty content chunk.
+    /// Last non-empty content chunk (or tool-call chunk, when tool calls are output).
     pub last_content_ns: Option<u64>,
-    /// Last non-empty output chunk.
+    /// Last output chunk.
     pub last_output_ns: Option<u64>,
     /// Non-empty reasoning chunks.
     pub reasoning_chunks: u32,
-    /// Non-empty content chunks.
+    /// Non-empty content chunks, plus non-empty tool-call chunks when tool calls are output.
     pub content_chunks: u32,
-    /// Tool-call chunks.
+    /// Tool-call chunks, counted whether or not the protocol counts them as output.
     pub tool_chunks: u32,
     /// Every recorded chunk (any channel).
     pub total_chunks: u32,
@@ -122,7 +209,8 @@ pub struct RequestFacts {
 }
 
 impl RequestFacts {
-    /// Output chunks: non-empty reasoning plus non-empty content.
+    /// Output chunks: non-empty reasoning plus non-empty content (tool calls included when
+    /// they are output).
     pub fn output_chunks(&self) -> u32 {
         self.reasoning_chunks + self.content_chunks
     }
@@ -187,14 +275,16 @@ pub struct ChunkSlice<'a> {
     pub tokens: &'a [Option<u32>],
 }
 
-/// Folds one request into facts, appending its gaps to `gaps` when given.
+/// Folds one request into facts under `rules` (a [`GapChunks`] alone counts tool calls as
+/// output), appending its gaps to `gaps` when given.
 pub fn summarize(
     trace: u32,
     head: RequestHead,
     chunks: ChunkSlice<'_>,
-    gap_chunks: GapChunks,
+    rules: impl Into<ChunkRules>,
     gaps: Option<&mut Vec<u64>>,
 ) -> RequestFacts {
+    let rules = rules.into();
     let mut facts = RequestFacts {
         trace,
         id: head.id,
@@ -248,11 +338,12 @@ pub fn summarize(
         let channel = chunks.channel[i];
         let text_len = chunks.text_len[i];
         let t = chunks.arrival_ns[i];
-        if GapChunks::Choices.includes(channel, text_len) {
+        let kind = output_kind(channel, text_len, rules.tool_calls);
+        if carries_choice(channel) {
             facts.first_choice_ns.get_or_insert(t);
             facts.last_choice_ns = Some(t);
         }
-        if gap_chunks.includes(channel, text_len) {
+        if rules.gap_chunks.includes(channel, kind) {
             facts.gap_chunks += 1;
             if let Some(prev) = last_gap_chunk {
                 let gap = t.saturating_sub(prev);
@@ -265,15 +356,12 @@ pub fn summarize(
         }
         if channel == Channel::Tool {
             facts.tool_chunks += 1;
-            continue;
         }
-        // Only non-empty reasoning and content deltas are output; role, usage, finish and
-        // done events carry no text a user sees.
-        let is_reasoning = channel == Channel::Reasoning;
-        if !(is_reasoning || channel == Channel::Content) || text_len == 0 {
+        // Role, usage, finish and done events carry no text a user sees (`is_output`).
+        let Some(kind) = kind else {
             continue;
-        }
-        if is_reasoning {
+        };
+        if kind == OutputKind::Reasoning {
             facts.reasoning_chunks += 1;
             facts.first_reasoning_ns.get_or_insert(t);
         } else {
@@ -298,11 +386,12 @@ pub fn summarize(
     facts
 }
 
-/// Splits a materialized record into head and columns and summarizes it (tests, importers).
+/// Splits a materialized record into head and columns and summarizes it under `rules`
+/// (tests, importers).
 pub fn summarize_record(
     trace: u32,
     record: &RequestRecord,
-    gap_chunks: GapChunks,
+    rules: impl Into<ChunkRules>,
     gaps: Option<&mut Vec<u64>>,
 ) -> RequestFacts {
     let arrival: Vec<u64> = record.chunks.iter().map(|c| c.arrival_ns).collect();
@@ -329,7 +418,7 @@ pub fn summarize_record(
         text_len: &text_len,
         tokens: &tokens,
     };
-    summarize(trace, head, slice, gap_chunks, gaps)
+    summarize(trace, head, slice, rules, gaps)
 }
 
 #[cfg(test)]
@@ -377,6 +466,7 @@ pub(crate) mod tests {
             planned_input_tokens: None,
             response_headers: vec![],
             chunks,
+            retries: 0,
         }
     }
 
@@ -418,6 +508,61 @@ pub(crate) mod tests {
         // Choices: role, both reasoning, the empty content delta and both content deltas.
         let choices = summarize_record(0, &r, GapChunks::Choices, None);
         assert_eq!((choices.gap_chunks, choices.max_gap_ns), (7, Some(1_500)));
+    }
+
+    /// A stream of tool-call deltas only: role, an empty tool delta (id and type, no text),
+    /// two with name/arguments text, finish, usage, `[DONE]`.
+    pub(crate) fn tool_call_stream() -> RequestRecord {
+        record(vec![
+            chunk(2_000, Channel::Role, 0, None),
+            chunk(2_500, Channel::Tool, 0, None),
+            chunk(3_000, Channel::Tool, 12, None),
+            chunk(5_000, Channel::Tool, 20, None),
+            chunk(6_000, Channel::Finish, 0, None),
+            chunk(7_000, Channel::Usage, 0, None),
+            chunk(8_000, Channel::Done, 0, None),
+        ])
+    }
+
+    #[test]
+    fn tool_call_deltas_are_output_unless_the_protocol_ignores_them() {
+        assert!(is_output(Channel::Tool, 1));
+        assert!(!is_output(Channel::Tool, 0));
+        assert!(!is_output(Channel::Role, 4) && !is_output(Channel::Finish, 4));
+        let r = tool_call_stream();
+        let mut gaps = Vec::new();
+        let f = summarize_record(0, &r, GapChunks::Output, Some(&mut gaps));
+        assert_eq!(
+            (f.first_output_ns, f.second_output_ns, f.last_output_ns),
+            (Some(3_000), Some(5_000), Some(5_000))
+        );
+        // Counted as content is: the first answer a client sees.
+        assert_eq!(
+            (f.first_content_ns, f.last_content_ns),
+            (Some(3_000), Some(5_000))
+        );
+        assert_eq!(
+            (f.content_chunks, f.output_chunks(), f.tool_chunks),
+            (2, 2, 3)
+        );
+        assert_eq!(f.gaps(&gaps), &[2_000]);
+        let content = summarize_record(0, &r, GapChunks::Content, None);
+        assert_eq!(content.gap_chunks, 2);
+
+        let ignored = ChunkRules {
+            gap_chunks: GapChunks::Output,
+            tool_calls: ToolCalls::Ignored,
+        };
+        assert!(!ignored.counts_as_output(Channel::Tool, 5));
+        assert!(ChunkRules::from(GapChunks::Output).counts_as_output(Channel::Tool, 5));
+        let f = summarize_record(0, &r, ignored, None);
+        assert_eq!((f.first_output_ns, f.first_content_ns), (None, None));
+        assert_eq!((f.output_chunks(), f.tool_chunks, f.gap_chunks), (0, 3, 0));
+        // Still events carrying a choice.
+        assert_eq!(
+            (f.first_choice_ns, f.last_choice_ns),
+            (Some(2_000), Some(6_000))
+        );
     }
 
     #[test]

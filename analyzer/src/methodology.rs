@@ -1,52 +1,68 @@
 //! The `timing_methodology` text of a protocol, generated from its definitions so that the
 //! words can never drift from the arithmetic.
 
-use crate::facts::GapChunks;
+use crate::facts::{GapChunks, ToolCalls};
 use crate::protocol::{
     Anchor, Count, MetricDef, Protocol, Quantity, ReportShape, Stat, TokenSource,
 };
 use crate::stats::StdKind;
+use tokentrace_format::Outcome;
 
-/// How an anchor reads in a sentence.
-pub fn anchor_phrase(a: Anchor) -> &'static str {
-    match a {
-        Anchor::Intended => "the intended (scheduled) request start",
-        Anchor::Send => "request start",
-        Anchor::Headers => "the arrival of the response headers",
-        Anchor::FirstReasoning => "the first non-empty streamed reasoning delta",
-        Anchor::FirstContent => "the first non-empty streamed content delta",
-        Anchor::FirstOutput => "the first non-empty streamed reasoning or content delta",
-        Anchor::SecondOutput => "the second non-empty streamed reasoning or content delta",
-        Anchor::LastContent => "the last non-empty streamed content delta",
-        Anchor::LastOutput => "the last non-empty streamed reasoning or content delta",
-        Anchor::FirstChoice => {
+/// How an anchor reads in a sentence, with tool-call deltas counted as output or not.
+pub fn anchor_phrase(a: Anchor, tools: ToolCalls) -> &'static str {
+    let counted = tools == ToolCalls::Output;
+    match (a, counted) {
+        (Anchor::Intended, _) => "the intended (scheduled) request start",
+        (Anchor::Send, _) => "request start",
+        (Anchor::Headers, _) => "the arrival of the response headers",
+        (Anchor::FirstReasoning, _) => "the first non-empty streamed reasoning delta",
+        (Anchor::FirstContent, false) => "the first non-empty streamed content delta",
+        (Anchor::FirstContent, true) => "the first non-empty streamed content or tool-call delta",
+        (Anchor::FirstOutput, false) => "the first non-empty streamed reasoning or content delta",
+        (Anchor::FirstOutput, true) => {
+            "the first non-empty streamed reasoning, content or tool-call delta"
+        }
+        (Anchor::SecondOutput, false) => "the second non-empty streamed reasoning or content delta",
+        (Anchor::SecondOutput, true) => {
+            "the second non-empty streamed reasoning, content or tool-call delta"
+        }
+        (Anchor::LastContent, false) => "the last non-empty streamed content delta",
+        (Anchor::LastContent, true) => "the last non-empty streamed content or tool-call delta",
+        (Anchor::LastOutput, false) => "the last non-empty streamed reasoning or content delta",
+        (Anchor::LastOutput, true) => {
+            "the last non-empty streamed reasoning, content or tool-call delta"
+        }
+        (Anchor::FirstChoice, _) => {
             "the first streamed event carrying a choice (a role-only delta counts)"
         }
-        Anchor::LastChoice => "the last streamed event carrying a choice",
-        Anchor::End => "the end of the stream",
+        (Anchor::LastChoice, _) => "the last streamed event carrying a choice",
+        (Anchor::End, _) => "the end of the stream",
     }
 }
 
-/// How a count reads in a sentence.
-pub fn count_phrase(c: Count) -> &'static str {
-    match c {
-        Count::OutputTokens => "output tokens",
-        Count::PromptTokens => "usage.prompt_tokens",
-        Count::CachedTokens => "usage cached prompt tokens",
-        Count::ReasoningTokens => "usage reasoning tokens",
-        Count::PlannedInputTokens => "planned input tokens",
-        Count::ContentChunks => "non-empty content chunks",
-        Count::ReasoningChunks => "non-empty reasoning chunks",
-        Count::OutputChunks => "non-empty reasoning or content chunks",
-        Count::AllChunks => "streamed events",
-        Count::TotalTokens => "prompt plus output tokens",
+/// How a count reads in a sentence, with tool-call deltas counted as output or not.
+pub fn count_phrase(c: Count, tools: ToolCalls) -> &'static str {
+    let counted = tools == ToolCalls::Output;
+    match (c, counted) {
+        (Count::OutputTokens, _) => "output tokens",
+        (Count::PromptTokens, _) => "usage.prompt_tokens",
+        (Count::CachedTokens, _) => "usage cached prompt tokens",
+        (Count::ReasoningTokens, _) => "usage reasoning tokens",
+        (Count::PlannedInputTokens, _) => "planned input tokens",
+        (Count::ContentChunks, false) => "non-empty content chunks",
+        (Count::ContentChunks, true) => "non-empty content or tool-call chunks",
+        (Count::ReasoningChunks, _) => "non-empty reasoning chunks",
+        (Count::OutputChunks, false) => "non-empty reasoning or content chunks",
+        (Count::OutputChunks, true) => "non-empty reasoning, content or tool-call chunks",
+        (Count::AllChunks, _) => "streamed events",
+        (Count::TotalTokens, _) => "prompt plus output tokens",
     }
 }
 
-fn gap_phrase(g: GapChunks) -> &'static str {
+fn gap_phrase(g: GapChunks, tools: ToolCalls) -> &'static str {
     match g {
-        GapChunks::Output => "non-empty reasoning or content chunks",
-        GapChunks::Content => "non-empty content chunks",
+        GapChunks::Output => count_phrase(Count::OutputChunks, tools),
+        GapChunks::Content => count_phrase(Count::ContentChunks, tools),
         GapChunks::Choices => "events carrying a choice (role, reasoning, content, tool, finish)",
     }
 }
@@ -60,15 +76,19 @@ fn minus_phrase(minus: u32) -> String {
 }
 
 /// The generated sentence of one metric.
-pub fn describe_quantity(q: &Quantity, gaps: GapChunks) -> String {
+pub fn describe_quantity(q: &Quantity, gaps: GapChunks, tools: ToolCalls) -> String {
     match *q {
         Quantity::Interval { from, to } => {
-            format!("{} through {}", anchor_phrase(from), anchor_phrase(to))
+            format!(
+                "{} through {}",
+                anchor_phrase(from, tools),
+                anchor_phrase(to, tools)
+            )
         }
         Quantity::IntervalSeconds { from, to } => format!(
             "{} through {}, in seconds",
-            anchor_phrase(from),
-            anchor_phrase(to)
+            anchor_phrase(from, tools),
+            anchor_phrase(to, tools)
         ),
         Quantity::PerUnit {
             from,
@@ -77,9 +97,9 @@ pub fn describe_quantity(q: &Quantity, gaps: GapChunks) -> String {
             minus,
         } => format!(
             "time from {} through {} divided by {}{}",
-            anchor_phrase(from),
-            anchor_phrase(to),
-            count_phrase(count),
+            anchor_phrase(from, tools),
+            anchor_phrase(to, tools),
+            count_phrase(count, tools),
             minus_phrase(minus)
         ),
         Quantity::Rate {
@@ -89,37 +109,40 @@ pub fn describe_quantity(q: &Quantity, gaps: GapChunks) -> String {
             to,
         } => format!(
             "{}{} per second from {} through {}",
-            count_phrase(count),
+            count_phrase(count, tools),
             minus_phrase(minus),
-            anchor_phrase(from),
-            anchor_phrase(to)
+            anchor_phrase(from, tools),
+            anchor_phrase(to, tools)
         ),
         Quantity::Ratio { num, den } => {
-            format!("{} divided by {}", count_phrase(num), count_phrase(den))
+            format!(
+                "{} divided by {}",
+                count_phrase(num, tools),
+                count_phrase(den, tools)
+            )
         }
-        Quantity::Count { count } => format!("{} per request", count_phrase(count)),
+        Quantity::Count { count } => format!("{} per request", count_phrase(count, tools)),
         Quantity::Gaps => format!(
             "every arrival gap between consecutive {}, pooled over requests",
-            gap_phrase(gaps)
+            gap_phrase(gaps, tools)
         ),
         Quantity::GapStat { stat } => format!(
             "{} of the request's own arrival gaps between consecutive {}",
             stat.key(),
-            gap_phrase(gaps)
+            gap_phrase(gaps, tools)
         ),
     }
 }
 
 /// The sentence for `metric` under `protocol`.
 pub fn describe_metric(protocol: &Protocol, metric: &MetricDef) -> String {
-    let mut text = metric
-        .description
-        .clone()
-        .unwrap_or_else(|| describe_quantity(&metric.quantity, protocol.gap_chunks));
+    let mut text = metric.description.clone().unwrap_or_else(|| {
+        describe_quantity(&metric.quantity, protocol.gap_chunks, protocol.tool_calls)
+    });
     if let Some(w) = metric.weight {
         text.push_str(&format!(
             "; statistics weight each request by its {}{}",
-            count_phrase(w.count),
+            count_phrase(w.count, protocol.tool_calls),
             minus_phrase(w.minus)
         ));
     }
@@ -174,7 +197,12 @@ pub fn token_sources(protocol: &Protocol) -> String {
             TokenSource::ChunkTokens => {
                 "the sum of per-chunk token counts (when every output chunk has one)"
             }
-            TokenSource::Chunks => "one token per non-empty reasoning or content chunk",
+            TokenSource::Chunks => match protocol.tool_calls {
+                ToolCalls::Output => {
+                    "one token per non-empty reasoning, content or tool-call chunk"
+                }
+                ToolCalls::Ignored => "one token per non-empty reasoning or content chunk",
+            },
             TokenSource::ClientCount => "the client tokenizer's count kept by the importer",
         })
         .collect();
@@ -182,6 +210,62 @@ pub fn token_sources(protocol: &Protocol) -> String {
         "output tokens are {}; the source used is reported per request",
         phrases.join(", else ")
     )
+}
+
+/// The tool-call sentence: whether tool-call deltas are output under the protocol.
+pub fn tool_calls(protocol: &Protocol) -> String {
+    match protocol.tool_calls {
+        ToolCalls::Output => "a non-empty tool-call delta (function name and arguments) is output, counted as content is: it anchors first and last output and content, and counts as a content chunk".into(),
+        ToolCalls::Ignored => {
+            let mut text = String::from(
+                "tool-call deltas are not output: no output anchor, chunk count or chunk-based token count includes them",
+            );
+            if uses_choices(protocol) {
+                text.push_str("; as events carrying a choice they do enter the choice anchors");
+            }
+            text
+        }
+    }
+}
+
+/// Whether any metric reads the choice anchors or the gaps between events carrying a choice.
+pub(crate) fn uses_choices(protocol: &Protocol) -> bool {
+    let choice = |a: Anchor| matches!(a, Anchor::FirstChoice | Anchor::LastChoice);
+    protocol.metrics.iter().any(|m| match m.quantity {
+        Quantity::Interval { from, to }
+        | Quantity::IntervalSeconds { from, to }
+        | Quantity::PerUnit { from, to, .. }
+        | Quantity::Rate { from, to, .. } => choice(from) || choice(to),
+        Quantity::Gaps | Quantity::GapStat { .. } => protocol.gap_chunks == GapChunks::Choices,
+        Quantity::Ratio { .. } | Quantity::Count { .. } => false,
+    })
+}
+
+/// The request-filter sentence.
+pub fn requests(protocol: &Protocol) -> String {
+    let phases: Vec<String> = protocol
+        .requests
+        .phases
+        .iter()
+        .map(|p| format!("{p:?}"))
+        .collect();
+    let outcomes: Vec<String> = protocol
+        .requests
+        .outcomes
+        .iter()
+        .map(|o| o.name().to_string())
+        .collect();
+    let mut text = format!(
+        "requests of phase {} with outcome {} enter the metrics; other outcomes are counted as failed",
+        phases.join(" or "),
+        outcomes.join(" or ")
+    );
+    if protocol.requests.outcomes.contains(&Outcome::MissingDone) {
+        text.push_str(
+            "; missing_done is a stream that ended cleanly after a finish_reason but without data: [DONE], and every report counts such requests in a missing_done note",
+        );
+    }
+    text
 }
 
 /// The whole `timing_methodology` as (key, sentence). The anvil layout lists only the
@@ -197,29 +281,13 @@ pub fn timing_methodology(protocol: &Protocol) -> Vec<(String, String)> {
         };
         out.push((key, describe_metric(protocol, metric)));
     }
-    out.push(("distributions".into(), distributions(protocol)));
+    if protocol.describe_distributions {
+        out.push(("distributions".into(), distributions(protocol)));
+    }
     if !anvil {
         out.push(("output_tokens".into(), token_sources(protocol)));
-        let phases: Vec<String> = protocol
-            .requests
-            .phases
-            .iter()
-            .map(|p| format!("{p:?}"))
-            .collect();
-        let outcomes: Vec<String> = protocol
-            .requests
-            .outcomes
-            .iter()
-            .map(|o| o.name().to_string())
-            .collect();
-        out.push((
-            "requests".into(),
-            format!(
-                "requests of phase {} with outcome {} enter the metrics; other outcomes are counted as failed",
-                phases.join(" or "),
-                outcomes.join(" or ")
-            ),
-        ));
+        out.push(("tool_calls".into(), tool_calls(protocol)));
+        out.push(("requests".into(), requests(protocol)));
     }
     out.extend(protocol.notes.iter().cloned());
     if anvil {

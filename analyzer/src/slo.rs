@@ -7,7 +7,7 @@
 
 use crate::analysis::Analysis;
 use crate::facts::RequestFacts;
-use crate::protocol::{Protocol, Quantity, Stat};
+use crate::protocol::{Anchor, Protocol, Quantity, Stat};
 use crate::quantity;
 use crate::summary::{self, Rows};
 
@@ -129,13 +129,19 @@ impl Slo {
         protocol.metrics.iter().position(|m| m.name == self.metric)
     }
 
-    /// Whether one request meets the SLO. A request without a value (e.g. no second chunk
-    /// for ITL) has nothing that could break it and meets it.
+    /// Whether one request meets the SLO.
+    ///
+    /// A request with a value meets it when the value passes. A request without one fails
+    /// when it never reached a point the metric is timed to or from (no first output for a
+    /// TTFT, no headers): what the SLO bounds never arrived. Any other request without a value
+    /// (one output chunk for ITL, one token for TPOT) has nothing that could break the SLO and
+    /// meets it.
     pub fn request_meets(&self, analysis: &Analysis<'_>, r: &RequestFacts) -> bool {
         let Some(m) = self.metric_index(analysis.protocol) else {
             return true;
         };
-        let value = match analysis.protocol.metrics[m].quantity {
+        let q = &analysis.protocol.metrics[m].quantity;
+        let value = match q {
             Quantity::Gaps => quantity::value(
                 r,
                 &Quantity::GapStat { stat: self.stat },
@@ -143,10 +149,15 @@ impl Slo {
             ),
             _ => analysis.value_of(r, m),
         };
-        value.is_none_or(|v| self.passes(v))
+        match value {
+            Some(v) => self.passes(v),
+            None => !never_arrived(q, r),
+        }
     }
 
-    /// The run-level value of the SLO's statistic and whether it passes.
+    /// The run-level value of the SLO's statistic and whether it passes. With no value to
+    /// take the statistic of, the run meets the SLO exactly when it has counted requests and
+    /// each of them meets it ([`Slo::request_meets`]), so the verdict and goodput agree.
     pub fn evaluate(&self, analysis: &Analysis<'_>) -> (Option<f64>, bool) {
         let Some(m) = self.metric_index(analysis.protocol) else {
             return (None, false);
@@ -160,13 +171,100 @@ impl Slo {
             p.summation,
             p.std,
         )[0];
-        (v, v.is_some_and(|v| self.passes(v)))
+        let met = match v {
+            Some(v) => self.passes(v),
+            None => {
+                let n = analysis.counted.len();
+                n > 0 && (0..n).all(|i| self.request_meets(analysis, analysis.request(i)))
+            }
+        };
+        (v, met)
+    }
+}
+
+/// Whether the quantity is timed to or from an anchor the request never reached. Only the
+/// second output is exempt: a single-chunk answer has no second one to be late.
+fn never_arrived(q: &Quantity, r: &RequestFacts) -> bool {
+    let missing = |a: Anchor| a != Anchor::SecondOutput && quantity::anchor_ns(r, a).is_none();
+    match *q {
+        Quantity::Interval { from, to }
+        | Quantity::IntervalSeconds { from, to }
+        | Quantity::PerUnit { from, to, .. }
+        | Quantity::Rate { from, to, .. } => missing(from) || missing(to),
+        Quantity::Ratio { .. }
+        | Quantity::Count { .. }
+        | Quantity::Gaps
+        | Quantity::GapStat { .. } => false,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::AnalyzeOptions;
+    use crate::dataset::tests::dataset_of;
+    use crate::facts::tests::{chunk, record, tool_call_stream};
+    use crate::protocol::builtin;
+    use tokentrace_format::Channel;
+
+    /// The run-level verdict and the goodput of `slo` over `records` under `protocol`.
+    fn verdict_and_goodput(
+        protocol: &str,
+        slo: &str,
+        records: &[tokentrace_format::RequestRecord],
+    ) -> ((Option<f64>, bool), u64, usize) {
+        let p = builtin::find(protocol).unwrap();
+        let slo = Slo::parse(slo).unwrap().resolve(&p).unwrap();
+        let dataset = dataset_of(records, p.chunk_rules());
+        let options = AnalyzeOptions {
+            include_warmup: false,
+            slos: vec![slo.clone()],
+        };
+        let analysis = Analysis::new(&p, &dataset, &[0], &options);
+        let good = (0..analysis.counted.len())
+            .filter(|&i| slo.request_meets(&analysis, analysis.request(i)))
+            .count();
+        let goodput = summary::aggregates(&p, &analysis, &analysis.run)
+            .into_iter()
+            .find(|(k, _)| k == "goodput")
+            .and_then(|(_, v)| v["good_requests"].as_u64())
+            .unwrap_or(u64::MAX);
+        (slo.evaluate(&analysis), goodput, good)
+    }
+
+    #[test]
+    fn a_tool_call_stream_has_a_ttft_and_its_slo_agrees_with_goodput() {
+        let records = vec![tool_call_stream(), tool_call_stream()];
+        // Sent at 1 µs, first tool-call text at 3 µs.
+        let ((value, met), goodput, _) =
+            verdict_and_goodput("tokentrace-v1", "ttft:p95<1ms", &records);
+        assert_eq!(value, Some(0.002));
+        assert!(met);
+        assert_eq!(goodput, 2);
+        let ((value, met), _, _) = verdict_and_goodput("tokentrace-v1", "itl:p99<1ms", &records);
+        assert_eq!((value, met), (Some(0.002), true));
+    }
+
+    #[test]
+    fn a_request_that_never_reached_the_timed_point_breaks_the_slo() {
+        // capacity-v3 reads no tool-call deltas: these requests never had a first content
+        // delta, so they cannot meet a TTFT objective, and the run does not either.
+        let records = vec![tool_call_stream()];
+        let ((value, met), _, good) = verdict_and_goodput("capacity-v3", "ttft:p95<1ms", &records);
+        assert_eq!((value, met, good), (None, false, 0));
+    }
+
+    #[test]
+    fn a_value_undefined_for_every_request_meets_the_slo_as_goodput_says() {
+        // One output chunk each: no inter-token gap could break an ITL objective.
+        let one = record(vec![chunk(3_000, Channel::Content, 4, None)]);
+        let ((value, met), goodput, _) =
+            verdict_and_goodput("tokentrace-v1", "itl:p99<1ms", &[one.clone(), one]);
+        assert_eq!((value, met, goodput), (None, true, 2));
+        // With no counted request there is nothing that met it.
+        let ((_, met), _, _) = verdict_and_goodput("tokentrace-v1", "itl:p99<1ms", &[]);
+        assert!(!met);
+    }
 
     #[test]
     fn parses_units_and_operators() {

@@ -52,6 +52,33 @@ pub struct RunContext {
     pub client_health: Map<String, Value>,
     /// Flags raised from the client health.
     pub health_flags: Vec<String>,
+    /// Counted requests whose stream ended after a finish_reason without `[DONE]`.
+    pub missing_done: u64,
+    /// What a reader of the report must know about the counted requests (empty: nothing).
+    pub notes: Vec<Note>,
+}
+
+/// A remark on some of the counted requests, shown by every report layout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    /// A stable key (`missing_done`, `tool_calls_not_output`).
+    pub key: String,
+    /// How many counted requests it concerns.
+    pub requests: u64,
+    /// The remark in words.
+    pub text: String,
+}
+
+impl Note {
+    /// `{"note": key, "requests": n, "text": …}`.
+    pub fn to_json(&self) -> Value {
+        json!({"note": self.key, "requests": self.requests, "text": self.text})
+    }
+}
+
+/// Every note as a JSON array.
+pub fn notes_json(notes: &[Note]) -> Value {
+    Value::Array(notes.iter().map(Note::to_json).collect())
 }
 
 /// One metric's statistics, in the protocol's order.

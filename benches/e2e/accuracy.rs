@@ -10,14 +10,14 @@ use std::path::Path;
 /// Truth log: request id → write time (absolute CLOCK_MONOTONIC ns) of each event, by index.
 pub type Truth = HashMap<u64, Vec<u64>>;
 
-/// Load a truth log (`{"request_id":"7","chunk_index":3,"mono_ns":123}` per line). Lines whose
-/// request id is not a number (probes, other clients) are skipped.
+/// Load a truth log (`{"request_id":"7","chunk_index":3,"mono_ns":123}` per line; the id is a
+/// number or the recorder's request UUID). Lines whose request id is neither are skipped.
 pub fn load_truth(path: &Path) -> io::Result<Truth> {
     let text = std::fs::read(path)?;
     let mut truth: Truth = HashMap::new();
     for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
         let (Some(id), Some(index), Some(mono)) = (
-            field(line, b"\"request_id\":\""),
+            request_id(line),
             field(line, b"\"chunk_index\":"),
             field(line, b"\"mono_ns\":"),
         ) else {
@@ -31,6 +31,17 @@ pub fn load_truth(path: &Path) -> io::Result<Truth> {
         slots[index] = mono;
     }
     Ok(truth)
+}
+
+/// The request id of a truth-log line: a decimal id, or the id inside the recorder's UUID.
+fn request_id(line: &[u8]) -> Option<u64> {
+    let key = b"\"request_id\":\"";
+    let at = memchr::memmem::find(line, key)? + key.len();
+    let end = at + memchr::memchr(b'"', &line[at..])?;
+    let text = std::str::from_utf8(&line[at..end]).ok()?;
+    text.parse()
+        .ok()
+        .or_else(|| tokentrace_format::request_id::id_of_uuid(text))
 }
 
 /// The decimal number right after `key` in `line`.

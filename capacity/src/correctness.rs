@@ -3,9 +3,10 @@
 //! Uniqueness comes from the prompt and output hashes in the trace, so the counts need no
 //! captured text. Uniqueness is counted within each trial (`uniqueness_scope`).
 
+use crate::metrics::AiperfDefinitions;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashSet};
-use tokentrace_format::{Channel, Outcome, Phase, RequestRecord};
+use tokentrace_format::{Outcome, Phase, RequestRecord};
 
 /// The fixture's `correctness` block of one trial, or the sum of several (`correctness_total`).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -24,7 +25,7 @@ pub struct Correctness {
     pub unique_prompts: u64,
     /// Distinct measured outputs (identical outputs hint at a cache or a broken sampler).
     pub unique_outputs: u64,
-    /// Non-empty reasoning/content deltas of measured requests.
+    /// Output deltas of measured requests: non-empty reasoning, content or tool-call text.
     pub generated_chunks: u64,
     /// UTF-8 bytes of those deltas.
     pub generated_utf8_bytes: u64,
@@ -32,8 +33,11 @@ pub struct Correctness {
     pub completion_tokens_total: u64,
     /// Measured requests per finish reason (`length` is expected with `ignore_eos`).
     pub finish_reasons: BTreeMap<String, u64>,
-    /// Requests of either phase that did not end OK.
+    /// Requests of either phase that did not succeed under AIPerf's definitions.
     pub errors: u64,
+    /// Requests of either phase whose stream ended after its `finish_reason` without
+    /// `[DONE]`: successes (AIPerf reads a stream to its end), counted so a reader sees them.
+    pub missing_done: u64,
     /// True if any request was cancelled or the trace was not finished cleanly.
     pub cancelled: bool,
     /// Measured requests whose completion tokens differ from the configured output length.
@@ -41,12 +45,14 @@ pub struct Correctness {
 }
 
 impl Correctness {
-    /// Counts one trial. `configured_osl` is the output length the workload forced;
+    /// Counts one trial under AIPerf's definitions `defs` (which outcomes succeed, which
+    /// chunks are output). `configured_osl` is the output length the workload forced;
     /// `finished_cleanly` is false when the trace has no run end or ended interrupted.
     pub fn of_trial(
         records: &[RequestRecord],
         configured_osl: u32,
         finished_cleanly: bool,
+        defs: &AiperfDefinitions,
     ) -> Correctness {
         let mut c = Correctness {
             cancelled: !finished_cleanly,
@@ -56,8 +62,11 @@ impl Correctness {
         let mut prompts = HashSet::new();
         let mut outputs = HashSet::new();
         for record in records {
-            if record.outcome != Outcome::Ok {
+            if !defs.is_success(record.outcome) {
                 c.errors += 1;
+            }
+            if record.outcome == Outcome::MissingDone {
+                c.missing_done += 1;
             }
             if record.outcome == Outcome::Cancelled {
                 c.cancelled = true;
@@ -72,8 +81,7 @@ impl Correctness {
             prompts.insert(record.prompt_hash);
             outputs.insert(record.output_hash);
             for chunk in &record.chunks {
-                let is_output = matches!(chunk.channel, Channel::Reasoning | Channel::Content);
-                if is_output && chunk.text_len > 0 {
+                if defs.is_generated(chunk) {
                     c.generated_chunks += 1;
                     c.generated_utf8_bytes += u64::from(chunk.text_len);
                 }
@@ -109,6 +117,7 @@ impl Correctness {
             *self.finish_reasons.entry(reason.clone()).or_default() += n;
         }
         self.errors += other.errors;
+        self.missing_done += other.missing_done;
         self.cancelled |= other.cancelled;
         self.output_length_mismatches += other.output_length_mismatches;
     }
@@ -149,6 +158,10 @@ impl Correctness {
         );
         self.insert_finish_reasons(block);
         block.insert("errors".into(), json!(self.errors));
+        // Only when there were some, so a clean trial keeps the fixture's keys.
+        if self.missing_done > 0 {
+            block.insert("missing_done".into(), json!(self.missing_done));
+        }
     }
 
     /// The per-trial block, keys in the fixture's order (the mismatch count is a float there).
@@ -181,6 +194,11 @@ impl Correctness {
 mod tests {
     use super::*;
     use crate::metrics::tests::record;
+    use tokentrace_format::Channel;
+
+    fn defs() -> &'static AiperfDefinitions {
+        AiperfDefinitions::builtin().unwrap()
+    }
 
     #[test]
     fn counts_a_trial_from_hashes() {
@@ -202,7 +220,7 @@ mod tests {
         broken.finish_reason = None;
         records.push(broken);
 
-        let c = Correctness::of_trial(&records, 3, true);
+        let c = Correctness::of_trial(&records, 3, true, defs());
         assert_eq!(c.warmup_records, 2);
         assert_eq!(c.unique_warmup_prompts, 2);
         assert_eq!(c.profiling_records, 4);
@@ -225,10 +243,47 @@ mod tests {
     }
 
     #[test]
+    fn a_stream_without_done_is_no_error_but_is_counted_and_shown() {
+        let mut records = vec![
+            record(1, Phase::Measured, 0, &[10, 20], 2),
+            record(2, Phase::Measured, 100, &[10, 20], 2),
+        ];
+        // Ended after its finish_reason without [DONE]: AIPerf reads to the end, a success.
+        records[1].outcome = Outcome::MissingDone;
+        records[1].chunks.retain(|c| c.channel != Channel::Done);
+        let c = Correctness::of_trial(&records, 2, true, defs());
+        assert_eq!((c.errors, c.missing_done), (0, 1));
+        assert_eq!(c.trial_json()["missing_done"], json!(1));
+        let mut total = Correctness::default();
+        total.add(&c);
+        assert_eq!(total.total_json()["missing_done"], json!(1));
+        // A clean trial keeps the fixture's keys.
+        let clean = Correctness::of_trial(&records[..1], 2, true, defs());
+        assert!(clean.trial_json().get("missing_done").is_none());
+        // A cut stream is still an error.
+        records[1].outcome = Outcome::StreamError;
+        assert_eq!(Correctness::of_trial(&records, 2, true, defs()).errors, 1);
+    }
+
+    #[test]
+    fn tool_call_text_is_generated_output() {
+        let mut r = record(1, Phase::Measured, 0, &[10, 20], 2);
+        for chunk in r
+            .chunks
+            .iter_mut()
+            .filter(|c| c.channel == Channel::Content)
+        {
+            chunk.channel = Channel::Tool;
+        }
+        let c = Correctness::of_trial(&[r], 2, true, defs());
+        assert_eq!((c.generated_chunks, c.generated_utf8_bytes), (2, 8));
+    }
+
+    #[test]
     fn totals_add_up_and_cancellation_sticks() {
         let records = vec![record(1, Phase::Measured, 0, &[10, 20], 2)];
-        let one = Correctness::of_trial(&records, 2, true);
-        let unfinished = Correctness::of_trial(&records, 2, false);
+        let one = Correctness::of_trial(&records, 2, true, defs());
+        let unfinished = Correctness::of_trial(&records, 2, false, defs());
         assert!(unfinished.cancelled);
         let mut total = Correctness::default();
         total.add(&one);

@@ -61,7 +61,8 @@ impl Judge {
         })
     }
 
-    /// True when every SLO holds for the trial in `trace` (whose AIPerf metrics are `metrics`).
+    /// True when every SLO holds for the trial in `trace` (whose AIPerf metrics are `metrics`)
+    /// and, under another protocol, no measured request failed under that protocol's filter.
     pub fn slos_hold(&self, trace: &Path, metrics: &TrialMetrics) -> Result<bool, CapacityError> {
         match self {
             Judge::Aiperf(slos) => Ok(slos.iter().all(|s| s.holds(metrics))),
@@ -79,7 +80,9 @@ impl Judge {
                         }
                     })?;
                 let analysis = Analysis::new(protocol, &dataset, &[0], &options);
-                Ok(slos.iter().all(|s| s.evaluate(&analysis).1))
+                // A request this protocol does not count (e.g. a stream without `[DONE]`
+                // under capacity-v3) is a failed request, and a trial with one never passes.
+                Ok(analysis.failed.is_empty() && slos.iter().all(|s| s.evaluate(&analysis).1))
             }
         }
     }

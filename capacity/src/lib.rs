@@ -24,14 +24,9 @@ pub use search::{run_search, Bracket, SearchOutcome, TrialRun, TrialRunner, Tria
 pub use slo::Slo;
 pub use workload::{SearchSettings, Workload};
 
-/// A fixture file: the workspace's `tests/fixtures` copy when present, else the shared one.
+/// A fixture file of the workspace's `tests/fixtures`.
 #[cfg(test)]
 pub(crate) fn fixture_path(name: &str) -> std::path::PathBuf {
     let crate_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let local = crate_dir.join("../tests/fixtures").join(name);
-    if local.exists() {
-        local
-    } else {
-        crate_dir.join("../../shared/fixtures").join(name)
-    }
+    crate_dir.join("../tests/fixtures").join(name)
 }

@@ -84,6 +84,9 @@ pub fn run_capacity(
             .clone()
             .unwrap_or_else(|| config.hooks.describe()),
         experiment: config.experiment.clone(),
+        // What the server says about itself, read once before the first trial (bounded;
+        // never fails the search). Every trial trace also keeps its own copy.
+        server_info: tokentrace_recorder::server_info::fetch_blocking(&config.target),
         trials: Vec::new(),
     };
     manifest.save(dir)?;

@@ -7,6 +7,7 @@ use crate::workload::{SearchSettings, Workload};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
+use tokentrace_recorder::server_info::ServerInfo;
 
 /// File name of the manifest inside the search directory.
 pub const MANIFEST_FILE: &str = "capacity.json";
@@ -14,6 +15,26 @@ pub const MANIFEST_FILE: &str = "capacity.json";
 pub const REPORT_FILE: &str = "report.json";
 /// The `kind` that identifies a capacity search manifest.
 pub const MANIFEST_KIND: &str = "tokentrace-capacity-search";
+
+/// The keys of the report's `experiment` block, in the order of the user's own report
+/// (fixtures/capacity-slo-report.json); each is null when neither a label nor the server
+/// says it.
+pub const EXPERIMENT_KEYS: [&str; 11] = [
+    "image_tag",
+    "image_digest",
+    "model",
+    "checkpoint",
+    "hardware",
+    "driver",
+    "kernel",
+    "tensor_parallelism",
+    "context_length",
+    "physical_token_pool",
+    "speculative_mode",
+];
+
+/// The keys of the experiment's `speculative_mode` object, in the report's order.
+pub const SPECULATIVE_KEYS: [&str; 4] = ["algorithm", "steps", "topk", "draft_tokens"];
 
 /// One trial as the live search judged it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -59,6 +80,10 @@ pub struct SearchManifest {
     pub cache_policy: String,
     /// Experiment description for the report (labels, nested by dotted keys).
     pub experiment: Map<String, Value>,
+    /// What the server said about itself before the first trial (absent in older searches
+    /// and when no description endpoint answered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_info: Option<ServerInfo>,
     /// Every trial run, in order, with its live verdict.
     pub trials: Vec<TrialLogEntry>,
 }
@@ -110,14 +135,29 @@ impl SearchManifest {
         std::fs::rename(&tmp, &path).map_err(|e| CapacityError::io(&path, e))
     }
 
-    /// The report's `experiment` block: the model, then the labels in the order given.
+    /// The report's `experiment` block: every key of [`EXPERIMENT_KEYS`] in that order, each
+    /// from its `--label` when given, else from the server's own description
+    /// ([`ServerInfo`]), else null (`model` falls back to the model sent); then the other
+    /// labels in the order given.
     pub fn experiment_block(&self) -> Value {
+        let server = self.server_info.clone().unwrap_or_default();
         let mut block = Map::new();
-        if !self.experiment.contains_key("model") {
-            block.insert("model".into(), json!(self.model));
+        for key in EXPERIMENT_KEYS {
+            let label = self.experiment.get(key);
+            let value = match key {
+                "speculative_mode" => speculative_mode(label, &server),
+                _ => label
+                    .cloned()
+                    .or_else(|| from_server(key, &server))
+                    .or_else(|| (key == "model").then(|| json!(self.model)))
+                    .unwrap_or(Value::Null),
+            };
+            block.insert(key.into(), value);
         }
         for (key, value) in &self.experiment {
-            block.insert(key.clone(), value.clone());
+            if !block.contains_key(key) {
+                block.insert(key.clone(), value.clone());
+            }
         }
         Value::Object(block)
     }
@@ -151,6 +191,42 @@ impl SearchManifest {
             "cache_policy": self.cache_policy,
         })
     }
+}
+
+/// The experiment value the server's description gives for `key`, if any.
+fn from_server(key: &str, server: &ServerInfo) -> Option<Value> {
+    match key {
+        "tensor_parallelism" => server.tensor_parallelism.map(Value::from),
+        "context_length" => server.context_length.map(Value::from),
+        "physical_token_pool" => server.physical_token_pool.map(Value::from),
+        _ => None,
+    }
+}
+
+/// `{algorithm, steps, topk, draft_tokens}`: each from a `speculative_mode.KEY` label, else
+/// from the server, else null. A `speculative_mode` label that is not an object is kept as
+/// given.
+fn speculative_mode(label: Option<&Value>, server: &ServerInfo) -> Value {
+    let labels = match label {
+        Some(Value::Object(map)) => map.clone(),
+        Some(other) => return other.clone(),
+        None => Map::new(),
+    };
+    let served = [
+        server.speculative_algorithm.clone().map(Value::from),
+        server.speculative_steps.map(Value::from),
+        server.speculative_topk.map(Value::from),
+        server.speculative_draft_tokens.map(Value::from),
+    ];
+    let mut mode = Map::new();
+    for (key, from_server) in SPECULATIVE_KEYS.iter().zip(served) {
+        let value = labels.get(*key).cloned().or(from_server);
+        mode.insert(key.to_string(), value.unwrap_or(Value::Null));
+    }
+    for (key, value) in labels {
+        mode.entry(key).or_insert(value);
+    }
+    Value::Object(mode)
 }
 
 /// Turns `--label key=value` pairs into the experiment map: values that parse as JSON numbers
@@ -212,6 +288,85 @@ mod tests {
             Value::Object(map).to_string(),
             r#"{"image_tag":"sglang:latest","tensor_parallelism":4,"speculative_mode":{"algorithm":"EAGLE/MTP","steps":7},"driver":"17012946","hardware":"4 x GPU, 32656 MiB each"}"#
         );
+    }
+
+    fn search_manifest(labels: &[(&str, &str)], server_info: Option<ServerInfo>) -> SearchManifest {
+        let labels: Vec<(String, String)> = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        SearchManifest {
+            kind: MANIFEST_KIND.into(),
+            schema_version: 1,
+            tool_version: "0.1.0".into(),
+            argv: vec![],
+            base_url: "http://127.0.0.1:1/v1".into(),
+            model: "sent/model".into(),
+            workloads: vec![],
+            slos: vec![],
+            protocol: "aiperf".into(),
+            temperature: 0.0,
+            settings: SearchSettings::default(),
+            cache_policy: String::new(),
+            experiment: experiment_from_labels(&labels),
+            trials: vec![],
+            server_info,
+        }
+    }
+
+    #[test]
+    fn the_experiment_has_every_key_of_the_report_null_when_unknown() {
+        let block = search_manifest(&[], None).experiment_block();
+        let keys: Vec<&String> = block.as_object().unwrap().keys().collect();
+        assert_eq!(keys, EXPERIMENT_KEYS);
+        assert_eq!(block["model"], json!("sent/model"));
+        assert_eq!(block["image_tag"], Value::Null);
+        assert_eq!(block["context_length"], Value::Null);
+        assert_eq!(
+            block["speculative_mode"],
+            json!({"algorithm": null, "steps": null, "topk": null, "draft_tokens": null})
+        );
+    }
+
+    #[test]
+    fn the_server_fills_what_labels_leave_open() {
+        let server = ServerInfo {
+            context_length: Some(262144),
+            tensor_parallelism: Some(4),
+            physical_token_pool: Some(200000),
+            speculative_algorithm: Some("EAGLE".into()),
+            speculative_steps: Some(7),
+            speculative_topk: Some(1),
+            speculative_draft_tokens: Some(8),
+            ..ServerInfo::default()
+        };
+        let labels = [
+            ("image_tag", "sglang:latest"),
+            ("physical_token_pool", "262144"),
+            ("speculative_mode.algorithm", "EAGLE/MTP"),
+            ("gpu_clock", "locked"),
+        ];
+        let block = search_manifest(&labels, Some(server)).experiment_block();
+        assert_eq!(block["image_tag"], json!("sglang:latest"));
+        assert_eq!(block["tensor_parallelism"], json!(4));
+        assert_eq!(block["context_length"], json!(262144));
+        // A label wins over the server.
+        assert_eq!(block["physical_token_pool"], json!(262144));
+        assert_eq!(
+            block["speculative_mode"],
+            json!({"algorithm": "EAGLE/MTP", "steps": 7, "topk": 1, "draft_tokens": 8})
+        );
+        // Other labels follow the report's keys.
+        let keys: Vec<&String> = block.as_object().unwrap().keys().collect();
+        assert_eq!(keys.len(), EXPERIMENT_KEYS.len() + 1);
+        assert_eq!(keys.last().unwrap().as_str(), "gpu_clock");
+        // The search manifest keeps the server's description and reads back without it.
+        let m = search_manifest(&[], Some(ServerInfo::default()));
+        let text = serde_json::to_string(&m).unwrap();
+        let mut old: Value = serde_json::from_str(&text).unwrap();
+        old.as_object_mut().unwrap().remove("server_info");
+        let back: SearchManifest = serde_json::from_value(old).unwrap();
+        assert_eq!(back.server_info, None);
     }
 
     #[test]

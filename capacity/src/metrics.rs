@@ -24,11 +24,11 @@ use crate::judge::DEFAULT_PROTOCOL;
 use crate::slo::SloMetric;
 use serde_json::{json, Map, Value};
 use std::sync::OnceLock;
-use tokentrace_analyzer::facts::{summarize_record, GapChunks};
+use tokentrace_analyzer::facts::{summarize_record, ChunkRules};
 use tokentrace_analyzer::protocol::{builtin, Count, Quantity, RequestFilter, Stat, TokenSource};
 use tokentrace_analyzer::quantity;
 use tokentrace_analyzer::stats::{PercentileMethod, StdKind, Summation};
-use tokentrace_format::RequestRecord;
+use tokentrace_format::{ChunkRecord, Outcome, RequestRecord};
 
 /// Where AIPerf 0.10 takes a request's output sequence length from: the server's usage, else
 /// the count of output deltas.
@@ -39,6 +39,8 @@ pub const AIPERF_0_10_TOKEN_SOURCES: [TokenSource; 2] = [TokenSource::Usage, Tok
 pub struct AiperfDefinitions {
     /// Which requests count (measured and successful).
     requests: RequestFilter,
+    /// How chunks are read (gap chunks, whether tool-call deltas are output).
+    rules: ChunkRules,
     /// Where output tokens come from ([`AIPERF_0_10_TOKEN_SOURCES`]).
     token_sources: Vec<TokenSource>,
     /// Send to first output.
@@ -68,6 +70,7 @@ impl AiperfDefinitions {
             request_latency: quantity("request_latency")?,
             itl: quantity("inter_token_latency")?,
             requests: protocol.requests.clone(),
+            rules: protocol.chunk_rules(),
             token_sources: AIPERF_0_10_TOKEN_SOURCES.to_vec(),
         })
     }
@@ -82,8 +85,19 @@ impl AiperfDefinitions {
     }
 
     fn counts(&self, record: &RequestRecord) -> bool {
-        self.requests.phases.contains(&record.phase)
-            && self.requests.outcomes.contains(&record.outcome)
+        self.requests.phases.contains(&record.phase) && self.is_success(record.outcome)
+    }
+
+    /// Whether a request that ended with `outcome` succeeded under AIPerf's definitions (a
+    /// stream without `[DONE]` does: AIPerf reads a stream to its end).
+    pub fn is_success(&self, outcome: Outcome) -> bool {
+        self.requests.outcomes.contains(&outcome)
+    }
+
+    /// Whether a chunk is generated output under AIPerf's definitions: non-empty reasoning,
+    /// content or (AIPerf parses them into response data) tool-call text.
+    pub fn is_generated(&self, chunk: &ChunkRecord) -> bool {
+        self.rules.counts_as_output(chunk.channel, chunk.text_len)
     }
 }
 
@@ -183,7 +197,7 @@ impl TrialMetrics {
 
     /// Adds one request; returns the arrival of its last output, None when it had none.
     fn add_request(&mut self, defs: &AiperfDefinitions, record: &RequestRecord) -> Option<u64> {
-        let facts = summarize_record(0, record, GapChunks::Output, None);
+        let facts = summarize_record(0, record, defs.rules, None);
         let last = facts.last_output_ns?;
         let sources = &defs.token_sources;
         let osl = quantity::count(&facts, Count::OutputTokens, sources)?;
@@ -321,6 +335,7 @@ pub(crate) mod tests {
             planned_input_tokens: Some(100),
             response_headers: Vec::new(),
             chunks,
+            retries: 0,
         }
     }
 
@@ -382,6 +397,28 @@ pub(crate) mod tests {
             Value::Object(m.to_json())["output_throughput_tps"],
             Value::Null
         );
+    }
+
+    #[test]
+    fn tool_call_streams_and_streams_without_done_are_measured() {
+        // A stream of tool-call deltas only (AIPerf: ToolCallResponseData, content
+        // responses), and a complete answer that ended without [DONE].
+        let mut tools = record(1, Phase::Measured, 0, &[100, 200, 300], 3);
+        for chunk in tools
+            .chunks
+            .iter_mut()
+            .filter(|c| c.channel == Channel::Content)
+        {
+            chunk.channel = Channel::Tool;
+        }
+        let mut no_done = record(2, Phase::Measured, 1000, &[100, 200, 300], 3);
+        no_done.outcome = Outcome::MissingDone;
+        no_done.chunks.retain(|c| c.channel != Channel::Done);
+        let m = TrialMetrics::from_records(&[tools, no_done]).unwrap();
+        assert_eq!(m.requests, 2);
+        assert_eq!(m.ttft_ns, vec![100e6, 100e6]);
+        assert_eq!(m.request_latency_ns, vec![300e6, 300e6]);
+        assert_eq!(m.itl_ns, vec![100e6, 100e6]);
     }
 
     #[test]

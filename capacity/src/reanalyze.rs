@@ -7,7 +7,7 @@ use crate::correctness::Correctness;
 use crate::error::CapacityError;
 use crate::judge::Judge;
 use crate::manifest::SearchManifest;
-use crate::metrics::TrialMetrics;
+use crate::metrics::{AiperfDefinitions, TrialMetrics};
 use crate::report::{build_report, RecordedLevel, TrialData, WorkloadData};
 use crate::slo::Slo;
 use crate::workload::Workload;
@@ -64,7 +64,12 @@ pub fn measure_trial(
         return Ok(None);
     }
     let metrics = TrialMetrics::from_records(&loaded.records)?;
-    let correctness = Correctness::of_trial(&loaded.records, workload.osl, loaded.finished_cleanly);
+    let correctness = Correctness::of_trial(
+        &loaded.records,
+        workload.osl,
+        loaded.finished_cleanly,
+        AiperfDefinitions::builtin()?,
+    );
     let slos_hold = judge.slos_hold(path, &metrics)?;
     Ok(Some(TrialData::judge(
         trial,
@@ -168,13 +173,24 @@ mod tests {
     use std::path::PathBuf;
     use tokentrace_format::frame::{FORMAT_MAJOR, FORMAT_MINOR};
     use tokentrace_format::{
-        ClockAnchor, Header, Manifest, Phase, RunEnd, TraceWriter, WriterConfig,
+        Channel, ClockAnchor, Header, Manifest, Outcome, Phase, RunEnd, TraceWriter, WriterConfig,
     };
 
     const WORKLOAD: Workload = Workload { isl: 128, osl: 4 };
 
     /// Writes a trial whose measured requests all have TTFT `ttft_ms`.
     fn write_trial(dir: &Path, concurrency: u32, trial: u32, ttft_ms: u64) -> PathBuf {
+        write_trial_with(dir, concurrency, trial, ttft_ms, |_| {})
+    }
+
+    /// [`write_trial`], with `edit` applied to every measured record.
+    fn write_trial_with(
+        dir: &Path,
+        concurrency: u32,
+        trial: u32,
+        ttft_ms: u64,
+        edit: impl Fn(&mut RequestRecord),
+    ) -> PathBuf {
         let path = dir.join(SearchManifest::trial_path(&WORKLOAD, concurrency, trial));
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         let header = Header {
@@ -190,9 +206,9 @@ mod tests {
         let sender = writer.sender();
         for id in 1..=4 {
             let arrivals = [ttft_ms, ttft_ms + 10, ttft_ms + 20, ttft_ms + 30];
-            sender
-                .send(record(id, Phase::Measured, 100 * id, &arrivals, 4))
-                .unwrap();
+            let mut r = record(id, Phase::Measured, 100 * id, &arrivals, 4);
+            edit(&mut r);
+            sender.send(r).unwrap();
         }
         drop(sender);
         let end = RunEnd {
@@ -222,6 +238,7 @@ mod tests {
             },
             cache_policy: "not flushed".into(),
             experiment: experiment_from_labels(&[]),
+            server_info: None,
             trials: vec![],
         }
         .save(dir)
@@ -276,6 +293,32 @@ mod tests {
         let v3 = reanalyze(dir, Some("capacity-v3"), None).unwrap();
         assert_eq!(bracket(&v3), (json!(2), json!(4)));
         assert!(reanalyze(dir, Some("nope"), None).is_err());
+    }
+
+    #[test]
+    fn a_stream_without_done_fails_a_trial_only_under_a_protocol_that_fails_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        save_manifest(dir);
+        let without_done = |r: &mut RequestRecord| {
+            if r.id == 2 {
+                r.outcome = Outcome::MissingDone;
+                r.chunks.retain(|c| c.channel != Channel::Done);
+            }
+        };
+        for c in [1, 2] {
+            write_trial_with(dir, c, 1, 100, without_done);
+            write_trial_with(dir, c, 2, 100, without_done);
+        }
+        // AIPerf reads a stream to its end: the trials are clean and pass, and say why.
+        let report = reanalyze(dir, None, None).unwrap();
+        let trial = &report["workloads"][0]["passing_trials"][0];
+        assert_eq!(trial["correctness"]["errors"], json!(0), "{trial}");
+        assert_eq!(trial["correctness"]["missing_done"], json!(1));
+        assert_eq!(bracket(&report).0, json!(2));
+        // capacity-v3 counts such a stream as a failed request: no level passes.
+        let v3 = reanalyze(dir, Some("capacity-v3"), None).unwrap();
+        assert_eq!(bracket(&v3), (Value::Null, json!(1)));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 use super::*;
 use crate::manifest::{experiment_from_labels, MANIFEST_KIND};
 use crate::metrics::tests::record;
+use crate::metrics::AiperfDefinitions;
 use crate::workload::SearchSettings;
 use std::collections::BTreeSet;
 use tokentrace_format::{Phase, RequestRecord};
@@ -77,6 +78,7 @@ fn manifest(trials_per_level: u32) -> SearchManifest {
         },
         cache_policy: "not flushed".into(),
         experiment: experiment_from_labels(&labels),
+        server_info: None,
         trials: vec![],
     }
 }
@@ -107,7 +109,17 @@ fn levels(slos: &[Slo], concurrencies: &[(u32, u32)]) -> Vec<RecordedLevel> {
                     let records = trial_records(100 + 50 * u64::from(c));
                     let metrics = TrialMetrics::from_records(&records).unwrap();
                     let hold = slos.iter().all(|s| s.holds(&metrics));
-                    TrialData::judge(t, metrics, Correctness::of_trial(&records, 4, true), hold)
+                    TrialData::judge(
+                        t,
+                        metrics,
+                        Correctness::of_trial(
+                            &records,
+                            4,
+                            true,
+                            AiperfDefinitions::builtin().unwrap(),
+                        ),
+                        hold,
+                    )
                 })
                 .collect(),
         })
@@ -135,6 +147,21 @@ fn key_set_equals_the_fixture() {
     );
     assert_eq!(report["workloads"][0]["label"], json!("128 / 4"));
     assert_eq!(report["correctness_total"]["profiling_records"], json!(12));
+}
+
+#[test]
+fn without_labels_the_experiment_still_has_every_key_of_the_fixture() {
+    let m = SearchManifest {
+        experiment: experiment_from_labels(&[]),
+        ..manifest(1)
+    };
+    let report = build_report(&m, &m.parsed_slos().unwrap(), &[]);
+    assert_eq!(
+        key_paths(&report["experiment"]),
+        key_paths(&fixture()["experiment"])
+    );
+    assert_eq!(report["experiment"]["image_digest"], Value::Null);
+    assert_eq!(report["experiment"]["model"], json!("some/model"));
 }
 
 #[test]

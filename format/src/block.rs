@@ -43,6 +43,8 @@ pub struct RequestMeta {
     pub planned_input_tokens: Option<u32>,
     /// See [`RequestRecord::response_headers`].
     pub response_headers: Vec<(String, String)>,
+    /// See [`RequestRecord::retries`].
+    pub retries: u8,
     /// Index of the request's first chunk in the block's [`ChunkColumns`].
     pub chunk_start: usize,
     /// Number of chunks the request has.
@@ -144,6 +146,7 @@ impl DecodedBlock {
             output_bytes: meta.output_bytes,
             planned_input_tokens: meta.planned_input_tokens,
             response_headers: meta.response_headers.clone(),
+            retries: meta.retries,
             chunks: meta.chunk_range().map(|c| self.chunks.chunk(c)).collect(),
         }
     }

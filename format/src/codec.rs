@@ -248,6 +248,11 @@ pub fn encode_block(requests: &[RequestRecord]) -> Result<Vec<u8>, String> {
         &mut out,
         &chunks().map(|c| c.text.as_deref()).collect::<Vec<_>>(),
     )?;
+    // Minor 1 appends columns after the chunk columns, where a 1.0 reader stops reading.
+    put(
+        &mut out,
+        &requests.iter().map(|r| r.retries).collect::<Vec<u8>>(),
+    )?;
     Ok(out)
 }
 
@@ -351,6 +356,7 @@ fn decode_into(data: &[u8], out: &mut DecodedBlock) -> Result<(), String> {
             output_bytes: output_bytes[i],
             planned_input_tokens: planned[i],
             response_headers: std::mem::take(&mut response_headers[i]),
+            retries: 0,
             chunk_start,
             chunk_len,
         });
@@ -359,6 +365,18 @@ fn decode_into(data: &[u8], out: &mut DecodedBlock) -> Result<(), String> {
 
     let mut chunks = ByteReader { data, pos: rd.pos };
     read_chunk_columns(&mut chunks, requests, m, &mut out.chunks)?;
+
+    // Columns of minor 1, absent from blocks written by 1.0.
+    let mut rd = ColumnReader {
+        data,
+        pos: chunks.pos,
+    };
+    if rd.pos < data.len() {
+        let retries: Vec<u8> = rd.take_n("retries", n)?;
+        for (request, retries) in requests.iter_mut().zip(retries) {
+            request.retries = retries;
+        }
+    }
     Ok(())
 }
 
@@ -415,12 +433,20 @@ mod tests {
 
     #[test]
     fn every_truncation_of_a_payload_is_an_error() {
-        let records = crate::synthetic::requests(3, 3, 5, true);
+        let mut records = crate::synthetic::requests(3, 3, 5, true);
+        records[1].retries = 1;
         let raw = encode_block(&records).unwrap();
         let block = decode_block(&raw).unwrap();
         assert_eq!(block.records(), records);
+        // Where the minor-1 columns start, the payload is a whole 1.0 payload.
+        let minor_1 = raw.len() - (1 + records.len());
         for cut in 0..raw.len() {
-            assert!(decode_block(&raw[..cut]).is_err(), "cut {cut}");
+            if cut == minor_1 {
+                let old = decode_block(&raw[..cut]).unwrap();
+                assert!(old.requests.iter().all(|r| r.retries == 0));
+            } else {
+                assert!(decode_block(&raw[..cut]).is_err(), "cut {cut}");
+            }
         }
     }
 }

@@ -195,6 +195,7 @@ mod tests {
                 tokens: Some(1),
                 text: Some("hello".into()),
             }],
+            retries: 0,
         }
     }
 

@@ -125,6 +125,7 @@ pub fn request(
         planned_input_tokens: Some(prompt_tokens),
         response_headers: vec![("x-request-id".into(), format!("req-{id}"))],
         chunks,
+        retries: 0,
     }
 }
 

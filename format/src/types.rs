@@ -64,7 +64,10 @@ pub enum Outcome {
     Oversize = 7,
     /// The run was interrupted while the request was in flight.
     Cancelled = 8,
-    /// The stream ended without `[DONE]` (content may still be complete).
+    /// The stream ended cleanly at an event boundary after a `finish_reason`, but without
+    /// `data: [DONE]` (older TGI, some llama.cpp forks). The output is complete; each protocol
+    /// says whether it counts as a success. A stream cut before any `finish_reason` is a
+    /// [`Outcome::StreamError`] instead.
     MissingDone = 9,
     /// Anything else.
     Other = 10,
@@ -168,6 +171,13 @@ impl Channel {
     }
 }
 
+impl Channel {
+    /// Whether the channel carries model output: reasoning, content or tool-call deltas.
+    pub fn is_output(self) -> bool {
+        matches!(self, Channel::Reasoning | Channel::Content | Channel::Tool)
+    }
+}
+
 /// Token counts the server reported (`usage`), each absent when not sent.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
@@ -196,12 +206,20 @@ pub struct ChunkRecord {
     pub bytes: u32,
     /// What the event carried.
     pub channel: Channel,
-    /// UTF-8 bytes of text (reasoning, content or tool arguments) in the event.
+    /// UTF-8 bytes of text in the event: reasoning, content, or tool-call function names and
+    /// arguments.
     pub text_len: u32,
     /// Tokens in the event when known (per-chunk usage delta or logprobs count).
     pub tokens: Option<u32>,
     /// The text (with `--capture text`) or the raw payload (with `--capture raw`).
     pub text: Option<String>,
+}
+
+impl ChunkRecord {
+    /// Whether the chunk carried output: non-empty reasoning, content or tool-call text.
+    pub fn is_output(&self) -> bool {
+        self.channel.is_output() && self.text_len > 0
+    }
 }
 
 /// One request and everything that happened to it.
@@ -243,6 +261,9 @@ pub struct RequestRecord {
     pub planned_input_tokens: Option<u32>,
     /// Selected response headers (lower-case name, value), e.g. server timing or request ids.
     pub response_headers: Vec<(String, String)>,
+    /// Times the request was sent again on a fresh connection because a reused keep-alive
+    /// connection failed before any response byte (0 or 1; format 1.1, 0 in older traces).
+    pub retries: u8,
     /// Every streamed event, in arrival order.
     pub chunks: Vec<ChunkRecord>,
 }
@@ -272,6 +293,9 @@ pub struct Manifest {
     pub start_realtime_ns: u64,
     /// Anything else a writer wants to keep (import provenance, TLS settings…).
     pub extra: BTreeMap<String, serde_json::Value>,
+    /// The header that carried each request's id to the server, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id_header: Option<crate::request_id::RequestIdHeader>,
 }
 
 /// Facts known only when the run ends, written by `finish()` before the index.

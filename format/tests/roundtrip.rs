@@ -9,7 +9,7 @@ use tokentrace_format::*;
 fn header() -> Header {
     Header {
         major: 1,
-        minor: 0,
+        minor: tokentrace_format::frame::FORMAT_MINOR,
         anchor: ClockAnchor {
             mono_ns: 11,
             realtime_ns: 22,
@@ -89,6 +89,7 @@ fn request(max_chunks: usize) -> impl Strategy<Value = RequestRecord> {
         option::of(any::<u32>()),
         vec(("[a-z-]{1,12}", ".{0,20}"), 0..3),
         vec(chunk(), 0..max_chunks),
+        any::<u8>(),
     );
     (any::<u64>(), times, status, ids, rest).prop_map(
         |(
@@ -99,7 +100,7 @@ fn request(max_chunks: usize) -> impl Strategy<Value = RequestRecord> {
             rest,
         )| {
             let (usage, finish_reason, prompt_hash, prompt_bytes, output_hash, output_bytes) = ids;
-            let (planned_input_tokens, response_headers, chunks) = rest;
+            let (planned_input_tokens, response_headers, chunks, retries) = rest;
             RequestRecord {
                 id,
                 phase: if warm { Phase::Warmup } else { Phase::Measured },
@@ -120,6 +121,7 @@ fn request(max_chunks: usize) -> impl Strategy<Value = RequestRecord> {
                 planned_input_tokens,
                 response_headers,
                 chunks,
+                retries,
             }
         },
     )
@@ -221,6 +223,7 @@ fn empty_requests_and_non_ascii_text_round_trip() {
         planned_input_tokens: None,
         response_headers: vec![],
         chunks: vec![],
+        retries: 0,
     };
     let mut texty = empty.clone();
     texty.id = u64::MAX;

@@ -8,7 +8,6 @@
 pub mod aiperf;
 pub mod error;
 mod fields;
-mod sse;
 mod time;
 pub mod vllm;
 

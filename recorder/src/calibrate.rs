@@ -1,32 +1,95 @@
-//! Synthetic prompt calibration: the server's own `usage.prompt_tokens` decides how many words
-//! a prompt needs, since local token estimates differ between tokenizers and chat templates.
+//! Synthetic prompt calibration: how many words a prompt needs for the server to count
+//! `target` input tokens, since local token estimates differ between tokenizers and chat
+//! templates.
+//!
+//! Three strategies, tried in order until one works, so calibration never makes a run
+//! impossible:
+//! 1. probes: streamed one-token requests whose `usage.prompt_tokens` is the server's own count,
+//!    chat template included;
+//! 2. the server's tokenizer endpoint (`POST /tokenize` on llama.cpp, vLLM and SGLang), which
+//!    counts the prompt text without the chat template;
+//! 3. a local estimate of one token per word, recorded as such.
+//!
+//! Every strategy that failed leaves a note (status, URL, body) in the result and the manifest.
 
 use crate::body;
 use crate::config::RecordConfig;
 use crate::error::RecordError;
+use crate::http::fetch;
 use crate::prompts::{synthetic, Prompt};
 use crate::stream::{execute, RequestSpec, StreamContext};
 use bytes::Bytes;
+use http_body_util::Full;
+use hyper::Request;
+use serde_json::{json, Value};
+use std::time::Duration;
 use tokentrace_format::{Outcome, Phase};
 
-/// Probe requests use ids from here on, far from any trace id, so server logs tell them apart.
-pub const PROBE_ID_BASE: u64 = 1 << 62;
+/// Probe requests use ids from here on, far from any trace id, so server logs tell them apart
+/// (and within the 62 id bits of the request UUID).
+pub const PROBE_ID_BASE: u64 = 1 << 61;
 
-/// Whole-request limit of one probe.
-const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+/// Whole-request limit of one probe when the run sets none.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// At most this many probes.
+/// At most this many measurements per strategy.
 const MAX_PROBES: usize = 5;
+
+/// How the word count was chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// The server's `usage.prompt_tokens` for probe requests.
+    Usage,
+    /// The server's `/tokenize` endpoint (prompt text without the chat template).
+    Tokenize,
+    /// One token per word, without asking the server.
+    Estimate,
+}
+
+impl Method {
+    /// The name used in the manifest.
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Usage => "usage",
+            Method::Tokenize => "tokenize",
+            Method::Estimate => "estimate",
+        }
+    }
+}
 
 /// The result of calibration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Calibration {
     /// Words per synthetic prompt.
     pub words: u32,
-    /// Prompt tokens the server counted for the last probe of that length (None: no usage).
+    /// Tokens the server counted for the chosen length (None: not measured).
     pub measured_tokens: Option<u32>,
-    /// (words, prompt_tokens) of every probe.
+    /// (words, tokens) of every measurement of the strategy that decided.
     pub probes: Vec<(u32, u32)>,
+    /// The strategy that decided.
+    pub method: Method,
+    /// Why earlier strategies were passed over, in order.
+    pub notes: Vec<String>,
+}
+
+impl Calibration {
+    /// The manifest's `calibration` entry.
+    pub fn manifest_entry(&self) -> Value {
+        json!({
+            "method": self.method.name(),
+            "probes": self.probes,
+            "measured_prompt_tokens": self.measured_tokens,
+            "notes": self.notes,
+        })
+    }
+}
+
+/// Why a strategy gave up.
+enum Failure {
+    /// The server cannot be reached at all: the run cannot go on either.
+    Unreachable(String),
+    /// The strategy does not work against this server; the next one is tried.
+    Unusable(String),
 }
 
 /// Find the word count whose prompt the server counts as `target` tokens (within 1%).
@@ -35,49 +98,240 @@ pub async fn calibrate(
     config: &RecordConfig,
     target: u32,
 ) -> Result<Calibration, RecordError> {
+    if config.no_calibrate {
+        return Ok(estimate(target, vec!["--no-calibrate".into()]));
+    }
+    let mut notes = Vec::new();
+    match by_usage(ctx, config, target).await {
+        Ok(found) => return Ok(found),
+        Err(Failure::Unreachable(e)) => return Err(RecordError::Unreachable(e)),
+        Err(Failure::Unusable(note)) => notes.push(note),
+    }
+    match by_tokenize(ctx, config, target).await {
+        Ok(mut found) => {
+            notes.append(&mut found.notes);
+            found.notes = notes;
+            return Ok(found);
+        }
+        Err(Failure::Unreachable(e)) => return Err(RecordError::Unreachable(e)),
+        Err(Failure::Unusable(note)) => notes.push(note),
+    }
+    Ok(estimate(target, notes))
+}
+
+/// One token per word: the synthetic words are common English words, each one token in the
+/// usual BPE vocabularies.
+fn estimate(target: u32, notes: Vec<String>) -> Calibration {
+    Calibration {
+        words: target.max(1),
+        measured_tokens: None,
+        probes: Vec::new(),
+        method: Method::Estimate,
+        notes,
+    }
+}
+
+/// Converges on the word count from (words, tokens) measurements.
+struct Search {
+    target: u32,
+    words: u32,
+    probes: Vec<(u32, u32)>,
+}
+
+impl Search {
+    fn new(target: u32) -> Search {
+        Search {
+            target,
+            words: target.max(1),
+            probes: Vec::new(),
+        }
+    }
+
+    /// Records a measurement of `self.words`; true when it is close enough.
+    fn measured(&mut self, tokens: u32) -> bool {
+        self.probes.push((self.words, tokens));
+        let tolerance = (f64::from(self.target) * 0.01).max(1.0);
+        if (f64::from(tokens) - f64::from(self.target)).abs() <= tolerance {
+            return true;
+        }
+        self.words = next_guess(&self.probes, self.target);
+        false
+    }
+
+    /// The closest measurement so far, as the result of `method`.
+    fn best(self, method: Method) -> Option<Calibration> {
+        let (words, tokens) = self
+            .probes
+            .iter()
+            .min_by_key(|(_, t)| t.abs_diff(self.target))
+            .copied()?;
+        Some(Calibration {
+            words,
+            measured_tokens: Some(tokens),
+            probes: self.probes,
+            method,
+            notes: Vec::new(),
+        })
+    }
+}
+
+async fn by_usage(
+    ctx: &StreamContext,
+    config: &RecordConfig,
+    target: u32,
+) -> Result<Calibration, Failure> {
     // Probes are not measured: the run's TTFT limit would only make them fail on a slow
-    // prefill, so they get a generous whole-request limit instead.
+    // prefill, so they get the run's whole-request limit (or a generous one) instead.
     let mut probe_ctx = ctx.clone();
     probe_ctx.ttft_timeout = None;
-    probe_ctx.timeout = Some(PROBE_TIMEOUT.max(ctx.timeout.unwrap_or_default()));
-    let ctx = &probe_ctx;
-    let tolerance = (f64::from(target) * 0.01).max(1.0);
-    let mut words = target.max(1);
-    let mut probes: Vec<(u32, u32)> = Vec::new();
+    probe_ctx.timeout = Some(ctx.timeout.unwrap_or(PROBE_TIMEOUT));
+    let mut search = Search::new(target);
     for attempt in 0..MAX_PROBES {
         let id = PROBE_ID_BASE + attempt as u64;
-        let tokens = match probe(ctx, config, id, words).await? {
-            Some(tokens) => tokens,
-            None if probes.is_empty() => {
-                // The server sends no usage: keep one word per token, say so in the manifest.
-                return Ok(Calibration {
-                    words,
-                    measured_tokens: None,
-                    probes,
-                });
+        match probe(&probe_ctx, config, id, search.words).await? {
+            Some(tokens) => {
+                if search.measured(tokens) {
+                    break;
+                }
+            }
+            None if attempt == 0 => {
+                return Err(Failure::Unusable(format!(
+                    "probe POST {}: the answer carried no usage.prompt_tokens",
+                    ctx.uri
+                )))
             }
             None => break,
-        };
-        probes.push((words, tokens));
-        if (f64::from(tokens) - f64::from(target)).abs() <= tolerance {
-            return Ok(Calibration {
-                words,
-                measured_tokens: Some(tokens),
-                probes,
-            });
         }
-        words = next_guess(&probes, target);
     }
-    let best = probes
-        .iter()
-        .min_by_key(|(_, t)| t.abs_diff(target))
-        .copied()
-        .ok_or_else(|| RecordError::Calibration("no probe succeeded".into()))?;
-    Ok(Calibration {
-        words: best.0,
-        measured_tokens: Some(best.1),
-        probes,
-    })
+    search
+        .best(Method::Usage)
+        .ok_or_else(|| Failure::Unusable("no probe succeeded".into()))
+}
+
+/// One probe: a streamed request for one token; returns the server's prompt token count.
+async fn probe(
+    ctx: &StreamContext,
+    config: &RecordConfig,
+    id: u64,
+    words: u32,
+) -> Result<Option<u32>, Failure> {
+    let prompt = Prompt::Text(synthetic(config.seed, id, words));
+    let spec = RequestSpec {
+        id,
+        phase: Phase::Warmup,
+        intended_ns: ctx.now_ns(),
+        body: Bytes::from(body::build(config, &prompt, Some(1))),
+        prompt_hash: 0,
+        prompt_bytes: 0,
+        planned_input_tokens: None,
+    };
+    // Never cancelled: the sender lives until the probe ends.
+    let (_keep, cancel) = tokio::sync::oneshot::channel();
+    let record = execute(ctx, spec, cancel).await;
+    let error = record.error.unwrap_or_default();
+    match record.outcome {
+        Outcome::Ok | Outcome::MissingDone => Ok(record.usage.prompt_tokens),
+        Outcome::ConnectError => Err(Failure::Unreachable(error)),
+        other => Err(Failure::Unusable(format!(
+            "probe POST {} failed ({}): {error}",
+            ctx.uri,
+            other.name(),
+        ))),
+    }
+}
+
+/// Tokenizer endpoints, below the server's origin: `/tokenize` on llama.cpp, vLLM and SGLang,
+/// `/extras/tokenize/count` on llama-cpp-python.
+const TOKENIZE_PATHS: [&str; 2] = ["/tokenize", "/extras/tokenize/count"];
+
+/// Calibrates against the first tokenizer endpoint that answers.
+async fn by_tokenize(
+    ctx: &StreamContext,
+    config: &RecordConfig,
+    target: u32,
+) -> Result<Calibration, Failure> {
+    let origin = config.base_url.trim_end_matches('/');
+    let origin = origin.strip_suffix("/v1").unwrap_or(origin);
+    let mut notes = Vec::new();
+    for path in TOKENIZE_PATHS {
+        match by_tokenize_at(ctx, config, target, &format!("{origin}{path}")).await {
+            Ok(found) => return Ok(found),
+            Err(Failure::Unreachable(e)) => return Err(Failure::Unreachable(e)),
+            Err(Failure::Unusable(note)) => notes.push(note),
+        }
+    }
+    Err(Failure::Unusable(notes.join("; ")))
+}
+
+/// Calibrates against one tokenizer endpoint. The body carries the field names of llama.cpp
+/// (`content`), of vLLM and SGLang (`model`, `prompt`) and of llama-cpp-python (`input`); each
+/// server reads its own and ignores the rest. The answer's `count` (vLLM, llama-cpp-python) or
+/// the length of `tokens` (llama.cpp, vLLM, SGLang) is the count.
+async fn by_tokenize_at(
+    ctx: &StreamContext,
+    config: &RecordConfig,
+    target: u32,
+    url: &str,
+) -> Result<Calibration, Failure> {
+    let uri: hyper::Uri = url
+        .parse()
+        .map_err(|e| Failure::Unusable(format!("{url}: {e}")))?;
+    let timeout = ctx.timeout.unwrap_or(Duration::from_secs(30));
+    let mut search = Search::new(target);
+    for attempt in 0..MAX_PROBES {
+        let text = synthetic(config.seed, PROBE_ID_BASE + attempt as u64, search.words);
+        let body = json!({"model": config.model, "prompt": text, "content": text, "input": text});
+        let mut request = Request::new(Full::new(Bytes::from(body.to_string())));
+        *request.method_mut() = hyper::Method::POST;
+        *request.uri_mut() = uri.clone();
+        *request.headers_mut() = ctx.headers.clone();
+        let (status, body) = fetch(&ctx.client, request, timeout, 1 << 22)
+            .await
+            .map_err(|e| Failure::Unusable(format!("POST {e}")))?;
+        if status >= 400 {
+            return Err(Failure::Unusable(format!(
+                "POST {url} answered HTTP {status}: {}",
+                body_text(&body)
+            )));
+        }
+        let tokens = token_count(&body).ok_or_else(|| {
+            Failure::Unusable(format!(
+                "POST {url}: the answer has neither `count` nor a `tokens` list: {}",
+                body_text(&body)
+            ))
+        })?;
+        if search.measured(tokens) {
+            break;
+        }
+    }
+    let mut found = search
+        .best(Method::Tokenize)
+        .ok_or_else(|| Failure::Unusable(format!("POST {url}: no answer")))?;
+    if config.api == crate::config::Api::Chat {
+        found
+            .notes
+            .push("counted by /tokenize without the chat template".into());
+    }
+    Ok(found)
+}
+
+/// Tokens in a `/tokenize` answer.
+fn token_count(body: &[u8]) -> Option<u32> {
+    let value: Value = serde_json::from_slice(body).ok()?;
+    let count = match value.get("count").and_then(Value::as_u64) {
+        Some(count) => count,
+        None => value.get("tokens")?.as_array()?.len() as u64,
+    };
+    u32::try_from(count).ok()
+}
+
+/// A body for an error message: its first 200 bytes, or "empty body".
+fn body_text(body: &[u8]) -> String {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return "empty body".into();
+    }
+    let cut = &body[..body.len().min(200)];
+    String::from_utf8_lossy(cut).into_owned()
 }
 
 /// Next word count: a line through the last two probes, or a ratio after the first.
@@ -99,40 +353,27 @@ fn next_guess(probes: &[(u32, u32)], target: u32) -> u32 {
     guess.round().clamp(1.0, target * 10.0 + 10.0) as u32
 }
 
-/// One probe: a streamed request for one token; returns the server's prompt token count.
-async fn probe(
-    ctx: &StreamContext,
-    config: &RecordConfig,
-    id: u64,
-    words: u32,
-) -> Result<Option<u32>, RecordError> {
-    let prompt = Prompt::Text(synthetic(config.seed, id, words));
-    let spec = RequestSpec {
-        id,
-        phase: Phase::Warmup,
-        intended_ns: ctx.now_ns(),
-        body: Bytes::from(body::build(config, &prompt, Some(1))),
-        prompt_hash: 0,
-        prompt_bytes: 0,
-        planned_input_tokens: None,
-    };
-    // Never cancelled: the sender lives until the probe ends.
-    let (_keep, cancel) = tokio::sync::oneshot::channel();
-    let record = execute(ctx, spec, cancel).await;
-    match record.outcome {
-        Outcome::Ok | Outcome::MissingDone => Ok(record.usage.prompt_tokens),
-        Outcome::ConnectError => Err(RecordError::Unreachable(record.error.unwrap_or_default())),
-        other => Err(RecordError::Calibration(format!(
-            "probe request failed ({}): {}",
-            other.name(),
-            record.error.unwrap_or_default()
-        ))),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn token_counts_from_each_servers_answer() {
+        assert_eq!(token_count(br#"{"tokens":[1,2,3]}"#), Some(3));
+        assert_eq!(
+            token_count(br#"{"count":4,"tokens":[1,2,3,4],"max_model_len":2048}"#),
+            Some(4)
+        );
+        assert_eq!(token_count(br#"{"detail":"Not Found"}"#), None);
+        assert_eq!(token_count(b"<html>"), None);
+    }
+
+    #[test]
+    fn error_bodies_are_named_when_empty() {
+        assert_eq!(body_text(b""), "empty body");
+        assert_eq!(body_text(b"  \n"), "empty body");
+        assert_eq!(body_text(b"bad"), "bad");
+    }
 
     #[test]
     fn guesses_converge_on_a_linear_tokenizer() {

@@ -123,8 +123,13 @@ pub struct RecordConfig {
     pub model: String,
     /// Bearer token; sent as `Authorization`, never written anywhere.
     pub api_key: Option<String>,
-    /// Extra request headers (name, value).
+    /// Extra request headers (name, value), sent on every request, probes included.
     pub headers: Vec<(String, String)>,
+    /// Header carrying each request's id (a UUID derived from the run and the request id);
+    /// None sends no id. A header of the same name in `headers` takes its place.
+    pub request_id_header: Option<String>,
+    /// Skip prompt calibration: synthetic prompts use a local estimate of the token count.
+    pub no_calibrate: bool,
     /// HTTP version policy.
     pub http: HttpVersion,
     /// Extra PEM CA certificates to trust.
@@ -188,6 +193,8 @@ impl RecordConfig {
             model: model.into(),
             api_key: None,
             headers: Vec::new(),
+            request_id_header: Some("x-request-id".into()),
+            no_calibrate: false,
             http: HttpVersion::Auto,
             ca_cert: None,
             insecure: false,
@@ -206,7 +213,7 @@ impl RecordConfig {
             ttft_timeout: None,
             grace: Duration::from_secs(5),
             capture: Capture::None,
-            line_limit: crate::sse::DEFAULT_LINE_LIMIT,
+            line_limit: tokentrace_sse::parser::DEFAULT_LINE_LIMIT,
             labels: BTreeMap::new(),
             argv: Vec::new(),
             output,

@@ -18,9 +18,6 @@ pub enum RecordError {
     /// The target did not answer at start (connection refused, TLS handshake failed, …).
     #[error("target unreachable: {0}")]
     Unreachable(String),
-    /// Input-token calibration against the server failed.
-    #[error("prompt calibration failed: {0}")]
-    Calibration(String),
     /// The trace could not be created or finished. The message already holds the I/O cause,
     /// so it is not also exposed as `source` (an error chain would print it three times).
     #[error("trace output: {0}")]

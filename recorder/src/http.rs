@@ -25,8 +25,24 @@ const HTTP1_READ_BUF: usize = 4096;
 /// Its TCP streams stamp a [`crate::read_clock::ReadClock`] on every read.
 pub type HttpClient = Client<HttpsConnector<TimedConnector>, Full<Bytes>>;
 
+/// How long an idle keep-alive connection is kept for reuse. Below the 5 s that uvicorn
+/// (vLLM, SGLang, llama-cpp-python, LiteLLM) and cpp-httplib (llama.cpp) keep an idle
+/// connection open, so the client gives a connection up before the server closes it under
+/// a request.
+pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
+
 /// Build the client for `config` (TLS roots, ALPN and pool sized for the load).
 pub fn build_client(config: &RecordConfig) -> Result<HttpClient, RecordError> {
+    build(config, true)
+}
+
+/// A client that opens a new connection for every request: for the one retry of a request
+/// whose reused connection turned out to be closed.
+pub fn build_fresh_client(config: &RecordConfig) -> Result<HttpClient, RecordError> {
+    build(config, false)
+}
+
+fn build(config: &RecordConfig, pooled: bool) -> Result<HttpClient, RecordError> {
     let tls = tls_config(config)?;
     let mut http = HttpConnector::new();
     http.enforce_http(false);
@@ -43,8 +59,8 @@ pub fn build_client(config: &RecordConfig) -> Result<HttpClient, RecordError> {
     };
     let mut client = Client::builder(TokioExecutor::new());
     client
-        .pool_max_idle_per_host(usize::MAX)
-        .pool_idle_timeout(Duration::from_secs(90))
+        .pool_max_idle_per_host(if pooled { usize::MAX } else { 0 })
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
         // SSE events are small; a fixed read buffer keeps per-connection memory low at
         // thousands of streams (larger events simply span several reads).
         .http1_read_buf_exact_size(HTTP1_READ_BUF)
@@ -152,4 +168,42 @@ pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
         source = cause.source();
     }
     text
+}
+
+/// A small request outside the measured load (a tokenizer call, a server-info page): the
+/// status and at most `limit` bytes of the body, or what went wrong, within `timeout`.
+pub async fn fetch(
+    client: &HttpClient,
+    request: hyper::Request<Full<Bytes>>,
+    timeout: Duration,
+    limit: usize,
+) -> Result<(u16, Vec<u8>), String> {
+    use http_body_util::BodyExt;
+    let uri = request.uri().clone();
+    let exchange = async {
+        let response = client.request(request).await.map_err(|e| error_chain(&e))?;
+        let status = response.status().as_u16();
+        let mut body = response.into_body();
+        let mut collected = Vec::new();
+        while collected.len() < limit {
+            match body.frame().await {
+                Some(Ok(frame)) => {
+                    if let Some(data) = frame.data_ref() {
+                        collected.extend_from_slice(data);
+                    }
+                }
+                Some(Err(err)) => return Err(format!("reading the body: {err}")),
+                None => break,
+            }
+        }
+        collected.truncate(limit);
+        Ok((status, collected))
+    };
+    match tokio::time::timeout(timeout, exchange).await {
+        Ok(result) => result.map_err(|e| format!("{uri}: {e}")),
+        Err(_) => Err(format!(
+            "{uri}: no answer within {} s",
+            timeout.as_secs_f64()
+        )),
+    }
 }

@@ -7,7 +7,6 @@
 
 pub mod body;
 pub mod calibrate;
-pub mod classify;
 pub mod config;
 pub mod error;
 pub mod health;
@@ -19,7 +18,7 @@ pub mod prompts;
 pub mod read_clock;
 pub mod run;
 pub mod schedule;
-pub mod sse;
+pub mod server_info;
 pub mod stream;
 
 pub use config::{

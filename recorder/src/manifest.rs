@@ -150,6 +150,8 @@ pub fn build(
         labels: config.labels.clone(),
         start_realtime_ns,
         extra,
+        // The request id header is set by the run once it is decided.
+        ..Manifest::default()
     }
 }
 

@@ -1,11 +1,11 @@
 //! A whole recording run: check the config, reach the target, calibrate prompts, open the trace,
 //! drive the load, handle Ctrl-C, and finish the trace with the client's health.
 
-use crate::calibrate::calibrate;
-use crate::config::{Api, Load, PromptSource, RecordConfig};
+use crate::calibrate::{calibrate, Method};
+use crate::config::{Api, Load, ProgressMode, PromptSource, RecordConfig};
 use crate::error::RecordError;
 use crate::health::{process_usage, LagProbe};
-use crate::http::{build_client, error_chain, HttpClient};
+use crate::http::{build_client, build_fresh_client, error_chain, HttpClient};
 use crate::load::{drive, LoadShared, PromptPlan};
 use crate::manifest::is_secret_header;
 use crate::progress::{display, LiveStats};
@@ -20,7 +20,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokentrace_format::{
-    realtime_now_ns, ClockAnchor, Header, Outcome, RunEnd, TraceWriter, WriterConfig, WriterStats,
+    realtime_now_ns, ClockAnchor, Header, Outcome, RequestIdHeader, RunEnd, TraceWriter,
+    WriterConfig, WriterStats,
 };
 
 /// What a finished run reports back.
@@ -66,6 +67,7 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
     validate(&config)?;
     let client = build_client(&config)?;
     let headers = request_headers(&config)?;
+    let request_id = request_id_header(&config, &headers)?;
     let base = config.base_url.trim_end_matches('/').to_string();
     let endpoint = match config.api {
         Api::Chat => "chat/completions",
@@ -75,13 +77,19 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
         .parse()
         .map_err(|e| RecordError::Config(format!("--url {base}: {e}")))?;
     preflight(&client, &base, &headers).await?;
+    // What the server says about itself (bounded, never fails the run).
+    let server_info = crate::server_info::fetch(&client, &base, &headers).await;
 
     let anchor = ClockAnchor::now();
     let chunk_capacity = config.max_tokens.map_or(256, |m| m as usize + 8).min(4096);
     let ctx = StreamContext {
         client,
+        fresh_client: build_fresh_client(&config)?,
         uri,
         headers,
+        request_id: request_id
+            .as_ref()
+            .map(|(name, id)| (name.clone(), id.run_prefix)),
         anchor_mono_ns: anchor.mono_ns,
         timeout: config.timeout,
         ttft_timeout: config.ttft_timeout,
@@ -93,6 +101,16 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
     let (prompts, calibration) = match &config.prompts {
         PromptSource::Synthetic { input_tokens } => {
             let c = calibrate(&ctx, &config, *input_tokens).await?;
+            if c.method != Method::Usage && config.progress != ProgressMode::Off {
+                for note in &c.notes {
+                    eprintln!("calibration: {note}");
+                }
+                eprintln!(
+                    "calibration: {} words per prompt by {}",
+                    c.words,
+                    c.method.name()
+                );
+            }
             let plan = PromptPlan::Synthetic {
                 words: c.words,
                 input_tokens: *input_tokens,
@@ -110,11 +128,12 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
         calibration.as_ref().map(|c| c.words),
         start_realtime_ns,
     );
+    manifest.request_id_header = request_id.map(|(_, id)| id);
+    crate::server_info::ServerInfo::store(server_info.as_ref(), &mut manifest);
     if let Some(c) = &calibration {
-        manifest.extra.insert(
-            "calibration".into(),
-            json!({"probes": c.probes, "measured_prompt_tokens": c.measured_tokens}),
-        );
+        manifest
+            .extra
+            .insert("calibration".into(), c.manifest_entry());
     }
     let header = Header {
         major: tokentrace_format::frame::FORMAT_MAJOR,
@@ -272,6 +291,15 @@ fn validate(config: &RecordConfig) -> Result<(), RecordError> {
     if !(config.base_url.starts_with("http://") || config.base_url.starts_with("https://")) {
         return bad("--url must start with http:// or https://");
     }
+    let base = config.base_url.trim_end_matches('/');
+    for endpoint in ["/chat/completions", "/completions", "/models"] {
+        if let Some(stem) = base.strip_suffix(endpoint) {
+            return Err(RecordError::Config(format!(
+                "--url {base} names an endpoint; give the API's base URL instead: --url {stem} \
+                 (tokentrace adds {endpoint} itself)"
+            )));
+        }
+    }
     if config.requests.is_none() && config.duration.is_none() {
         return bad("give --requests or --duration (or both)");
     }
@@ -318,28 +346,100 @@ fn request_headers(config: &RecordConfig) -> Result<HeaderMap, RecordError> {
     Ok(headers)
 }
 
-/// Reach the target once before anything is recorded: any HTTP answer to `GET {base}/models`
-/// proves the connection (and TLS) work; a transport failure stops the run.
+/// The header that carries request ids, unless the user sends that header themselves.
+fn request_id_header(
+    config: &RecordConfig,
+    headers: &HeaderMap,
+) -> Result<Option<(HeaderName, RequestIdHeader)>, RecordError> {
+    let Some(name) = &config.request_id_header else {
+        return Ok(None);
+    };
+    let name = HeaderName::from_bytes(name.trim().as_bytes())
+        .map_err(|_| RecordError::Config(format!("--request-id-header: invalid name {name:?}")))?;
+    if headers.contains_key(&name) {
+        return Ok(None);
+    }
+    let run_prefix = xxhash_rust::xxh3::xxh3_64(
+        format!(
+            "{}/{}/{}",
+            realtime_now_ns(),
+            std::process::id(),
+            host_name()
+        )
+        .as_bytes(),
+    );
+    let id = RequestIdHeader {
+        name: name.as_str().to_string(),
+        run_prefix,
+    };
+    Ok(Some((name, id)))
+}
+
+/// Reach the target once before anything is recorded: an HTTP answer to `GET {base}/models`
+/// proves the connection (and TLS) work; a transport failure stops the run. A 404 there most
+/// often means a base URL without its `/v1` (or with another version): when a corrected URL
+/// answers, the run stops with that suggestion before any load is sent.
 async fn preflight(
     client: &HttpClient,
     base: &str,
     headers: &HeaderMap,
 ) -> Result<(), RecordError> {
+    let status = get_status(client, base, headers)
+        .await?
+        .map_err(RecordError::Unreachable)?;
+    if status != 404 {
+        return Ok(());
+    }
+    for candidate in base_url_candidates(base) {
+        if let Ok(Ok(200..=299)) = get_status(client, &candidate, headers).await {
+            return Err(RecordError::Config(format!(
+                "--url {base}: GET {base}/models answered HTTP 404, but {candidate}/models \
+                 answers: use --url {candidate}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Base URLs a mistyped one may have meant: with `/v1` added, or with its last version
+/// segment (`/v2`, `/v1beta`, …) replaced by `/v1`.
+fn base_url_candidates(base: &str) -> Vec<String> {
+    let mut candidates = Vec::new();
+    let (stem, last) = base.rsplit_once('/').unwrap_or((base, ""));
+    let is_version = last.starts_with('v') && last[1..].starts_with(|c: char| c.is_ascii_digit());
+    if is_version && last != "v1" && !stem.ends_with('/') {
+        candidates.push(format!("{stem}/v1"));
+    }
+    if last != "v1" {
+        candidates.push(format!("{base}/v1"));
+    }
+    candidates
+}
+
+/// The status of `GET {base}/models` (the outer error: the URL does not parse; the inner one:
+/// no answer).
+async fn get_status(
+    client: &HttpClient,
+    base: &str,
+    headers: &HeaderMap,
+) -> Result<Result<u16, String>, RecordError> {
     let uri: Uri = format!("{base}/models")
         .parse()
         .map_err(|e| RecordError::Config(format!("--url {base}: {e}")))?;
     let mut request = Request::new(Full::default());
     *request.uri_mut() = uri;
-    if let Some(auth) = headers.get("authorization") {
-        request.headers_mut().insert("authorization", auth.clone());
-    }
-    let response = tokio::time::timeout(Duration::from_secs(15), client.request(request))
-        .await
-        .map_err(|_| RecordError::Unreachable(format!("{base}: no answer within 15 s")))?
-        .map_err(|e| RecordError::Unreachable(format!("{base}: {}", error_chain(&e))))?;
+    *request.headers_mut() = headers.clone();
+    request.headers_mut().remove("content-type");
+    let answer = match tokio::time::timeout(Duration::from_secs(15), client.request(request)).await
+    {
+        Err(_) => return Ok(Err(format!("{base}: no answer within 15 s"))),
+        Ok(Err(e)) => return Ok(Err(format!("{base}: {}", error_chain(&e)))),
+        Ok(Ok(response)) => response,
+    };
+    let status = answer.status().as_u16();
     // Drain the small body so the connection returns to the pool.
-    let _ = tokio::time::timeout(Duration::from_secs(5), response.into_body().collect()).await;
-    Ok(())
+    let _ = tokio::time::timeout(Duration::from_secs(5), answer.into_body().collect()).await;
+    Ok(Ok(status))
 }
 
 fn host_name() -> String {
@@ -352,4 +452,26 @@ fn host_name() -> String {
     }
     let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
     String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn candidate_base_urls() {
+        assert_eq!(base_url_candidates("http://h:8000"), ["http://h:8000/v1"]);
+        assert_eq!(
+            base_url_candidates("http://h:8000/v2"),
+            ["http://h:8000/v1", "http://h:8000/v2/v1"]
+        );
+        assert_eq!(
+            base_url_candidates("http://h:8000/v1"),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            base_url_candidates("http://h/openai"),
+            ["http://h/openai/v1"]
+        );
+    }
 }

@@ -5,20 +5,21 @@
 //! the frame's read index. Chunks go into a per-request vector reserved up front: no allocation,
 //! lock or channel send per chunk. The whole [`RequestRecord`] leaves once, at the end.
 
-use crate::classify::OutputSink;
 use crate::config::Capture;
 use crate::http::{error_chain, HttpClient};
 use crate::read_clock::ReadClock;
-use crate::sse::{SseError, SseParser};
 use bytes::Bytes;
 use events::{truncate_lossy, ERROR_TEXT_LIMIT};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::header::{HeaderMap, HeaderValue};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Uri};
 use std::time::Duration;
 use tokentrace_format::clock::mono_now_ns;
+use tokentrace_format::request_id::write_uuid;
 use tokentrace_format::{Outcome, Phase, RequestRecord, Usage};
+use tokentrace_sse::classify::OutputSink;
+use tokentrace_sse::parser::{SseError, SseParser};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
@@ -35,10 +36,14 @@ const KEPT_HEADERS: [&str; 4] = [
 pub struct StreamContext {
     /// The pooled HTTP client.
     pub client: HttpClient,
+    /// A client without a pool, for the retry of a request whose reused connection was closed.
+    pub fresh_client: HttpClient,
     /// `{base}/chat/completions` or `{base}/completions`.
     pub uri: Uri,
     /// Headers sent on every request (content type, authorization, custom).
     pub headers: HeaderMap,
+    /// The header carrying each request's id and the run's prefix of the id (None: no id).
+    pub request_id: Option<(HeaderName, u64)>,
     /// Monotonic ns of the trace's clock anchor.
     pub anchor_mono_ns: u64,
     /// Whole-request timeout.
@@ -65,7 +70,7 @@ impl StreamContext {
 
 /// One request to send.
 pub struct RequestSpec {
-    /// Trace id, sent as `X-Request-ID`.
+    /// Trace id; the request id header carries a UUID derived from it.
     pub id: u64,
     /// Warmup or measured.
     pub phase: Phase,
@@ -88,15 +93,8 @@ pub async fn execute(
     cancel: oneshot::Receiver<()>,
 ) -> RequestRecord {
     let mut state = StreamState::new(ctx, &spec);
-    let mut request = Request::new(Full::new(spec.body));
-    *request.method_mut() = Method::POST;
-    *request.uri_mut() = ctx.uri.clone();
-    *request.headers_mut() = ctx.headers.clone();
-    request
-        .headers_mut()
-        .insert("x-request-id", HeaderValue::from(spec.id));
     let finished = {
-        let drive = state.drive(ctx, request);
+        let drive = state.drive(ctx, &spec);
         tokio::pin!(drive);
         tokio::select! {
             biased;
@@ -111,6 +109,50 @@ pub async fn execute(
     let mut record = state.into_record();
     scrub_secrets(&ctx.headers, &mut record);
     record
+}
+
+/// The HTTP request for `spec`: a POST of its body with the run's headers and its request id.
+fn build_request(ctx: &StreamContext, spec: &RequestSpec) -> Request<Full<Bytes>> {
+    let mut request = Request::new(Full::new(spec.body.clone()));
+    *request.method_mut() = Method::POST;
+    *request.uri_mut() = ctx.uri.clone();
+    *request.headers_mut() = ctx.headers.clone();
+    if let Some((name, run_prefix)) = &ctx.request_id {
+        let mut uuid = [0u8; 36];
+        write_uuid(*run_prefix, spec.id, &mut uuid);
+        if let Ok(value) = HeaderValue::from_bytes(&uuid) {
+            request.headers_mut().insert(name.clone(), value);
+        }
+    }
+    request
+}
+
+/// A failed send is retried when the connection had served an earlier response (its clock
+/// holds a read from before this send), nothing arrived for this request, and the failure came
+/// within this long: the signature of a keep-alive connection the server had closed (an
+/// immediate EOF or reset), not of a server that took the request and then died.
+const STALE_FAILURE_WINDOW: Duration = Duration::from_secs(1);
+
+/// Whether `err`, the failure of a send at `sent_mono_ns` (absolute) noticed `elapsed` later,
+/// came from a reused connection that the server had already closed.
+fn stale_connection(
+    err: &hyper_util::client::legacy::Error,
+    sent_mono_ns: u64,
+    elapsed: Duration,
+) -> bool {
+    if err.is_connect() || elapsed > STALE_FAILURE_WINDOW {
+        return false;
+    }
+    let Some(info) = err.connect_info() else {
+        return false;
+    };
+    let mut extras = hyper::http::Extensions::new();
+    info.get_extras(&mut extras);
+    let Some(clock) = extras.get::<ReadClock>() else {
+        return false;
+    };
+    let last = clock.last_read_ns();
+    last != 0 && last < sent_mono_ns
 }
 
 /// Removes every sensitive request header value (the API key, secret custom headers) from the
@@ -179,6 +221,7 @@ impl StreamState {
                 planned_input_tokens: spec.planned_input_tokens,
                 response_headers: Vec::new(),
                 chunks: Vec::with_capacity(ctx.chunk_capacity),
+                retries: 0,
             },
             parser: SseParser::new(ctx.line_limit),
             sink: OutputSink::new(ctx.capture == Capture::Text),
@@ -203,7 +246,7 @@ impl StreamState {
         self.record
     }
 
-    async fn drive(&mut self, ctx: &StreamContext, request: Request<Full<Bytes>>) {
+    async fn drive(&mut self, ctx: &StreamContext, spec: &RequestSpec) {
         let start = Instant::now();
         let far = start + Duration::from_secs(365 * 24 * 3600);
         let total_deadline = ctx.timeout.map_or(far, |t| start + t);
@@ -213,11 +256,26 @@ impl StreamState {
         );
         tokio::pin!(sleep);
         self.record.send_ns = ctx.now_ns();
-        let response = tokio::select! {
+        let sent_mono_ns = mono_now_ns();
+        let sent = Instant::now();
+        let mut response = tokio::select! {
             biased;
-            r = ctx.client.request(request) => r,
+            r = ctx.client.request(build_request(ctx, spec)) => r,
             () = &mut sleep => return self.timed_out(ctx, ttft_deadline, total_deadline),
         };
+        if let Err(err) = &response {
+            if stale_connection(err, sent_mono_ns, sent.elapsed()) {
+                // The server never saw the request: send it once more on a new connection.
+                // Times count from this send, the one the server answers.
+                self.record.retries = 1;
+                self.record.send_ns = ctx.now_ns();
+                response = tokio::select! {
+                    biased;
+                    r = ctx.fresh_client.request(build_request(ctx, spec)) => r,
+                    () = &mut sleep => return self.timed_out(ctx, ttft_deadline, total_deadline),
+                };
+            }
+        }
         let response = match response {
             Ok(response) => response,
             Err(err) => {
@@ -329,11 +387,22 @@ impl StreamState {
                 Outcome::StreamError,
                 "stream ended in the middle of an event".into(),
             );
+        } else if self.record.finish_reason.is_none() {
+            // Cut before the server said the generation was over: the output is incomplete.
+            self.fail(
+                Outcome::StreamError,
+                format!(
+                    "stream ended after {} events, before any finish_reason and without [DONE]",
+                    self.record.chunks.len()
+                ),
+            );
         } else {
+            // Complete (a finish_reason came) but not closed the OpenAI way; whether that
+            // counts as a success is each protocol's call.
             self.fail(
                 Outcome::MissingDone,
                 format!(
-                    "stream ended after {} events without [DONE]",
+                    "stream ended after {} events and a finish_reason, without [DONE]",
                     self.record.chunks.len()
                 ),
             );
@@ -356,6 +425,9 @@ async fn read_error_body(body: &mut Incoming) -> String {
             }
             None => break,
         }
+    }
+    if collected.iter().all(u8::is_ascii_whitespace) {
+        return "(empty body)".into();
     }
     truncate_lossy(&collected)
 }

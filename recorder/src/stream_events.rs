@@ -2,10 +2,10 @@
 //! clock read.
 
 use super::{StreamContext, StreamState};
-use crate::classify::classify;
 use crate::config::Capture;
-use crate::sse::SseError;
 use tokentrace_format::{Channel, ChunkRecord, Outcome, Usage};
+use tokentrace_sse::classify::classify_event;
+use tokentrace_sse::parser::SseError;
 
 /// Largest error text kept from an error body or an error event.
 pub(super) const ERROR_TEXT_LIMIT: usize = 1024;
@@ -46,28 +46,20 @@ impl StreamState {
             if ctx.capture == Capture::Raw {
                 chunk.text = Some(String::from_utf8_lossy(event.data).into_owned());
             }
-            if event.is_done() {
-                chunk.channel = Channel::Done;
-                if !*done {
-                    *done = true;
-                    record.end_ns = arrival_ns;
-                }
-                record.chunks.push(chunk);
-                return;
-            }
-            match classify(event.data, sink) {
+            match classify_event(event.data, event.event_type, sink) {
                 Ok(c) => {
-                    chunk.channel = if event.event_type == b"error" {
-                        Channel::Error
-                    } else {
-                        c.channel
-                    };
+                    chunk.channel = c.channel;
+                    if c.channel == Channel::Done {
+                        if !*done {
+                            *done = true;
+                            record.end_ns = arrival_ns;
+                        }
+                        record.chunks.push(chunk);
+                        return;
+                    }
                     chunk.text_len = c.text_len;
-                    let is_output = matches!(
-                        c.channel,
-                        Channel::Reasoning | Channel::Content | Channel::Tool
-                    );
-                    if is_output && c.text_len > 0 {
+                    let is_output = c.channel.is_output();
+                    if chunk.is_output() {
                         *first_output = true;
                     }
                     if let Some(u) = c.usage {

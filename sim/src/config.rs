@@ -84,6 +84,10 @@ pub struct SimConfig {
     /// Write one JSON line per SSE event written: request_id, chunk_index, mono_ns.
     #[arg(long)]
     pub truth_log: Option<PathBuf>,
+    /// Refuse an X-Request-ID that is not a UUID with HTTP 400 and an empty body, as
+    /// llama-cpp-python's server does.
+    #[arg(long)]
+    pub uuid_request_ids: bool,
     /// Fault injection.
     #[command(flatten)]
     pub faults: FaultConfig,
@@ -110,6 +114,7 @@ impl Default for SimConfig {
             prefix_cache_block: 16,
             seed: 0,
             truth_log: None,
+            uuid_request_ids: false,
             faults: FaultConfig::default(),
         }
     }

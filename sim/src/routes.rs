@@ -51,6 +51,7 @@ pub(crate) async fn handle(
                 "owned_by": "tokentrace-sim"}]});
             json_response(StatusCode::OK, body.to_string())
         }
+        (&Method::POST, "/tokenize") => tokenize(req).await,
         (&Method::POST, "/v1/chat/completions") => completion(&state, socket, req, Api::Chat).await,
         (&Method::POST, "/v1/completions") => {
             completion(&state, socket, req, Api::Completions).await
@@ -74,6 +75,39 @@ fn error_response(status: StatusCode, kind: &str, message: &str) -> Response<Sim
     json_response(status, body.to_string())
 }
 
+/// llama.cpp's `POST /tokenize`: `{"content": text}` → `{"tokens": [...]}`, one token per
+/// whitespace-separated word (the simulator's prompt token rule).
+async fn tokenize(req: Request<Incoming>) -> Response<SimBody> {
+    let body = match Limited::new(req.into_body(), MAX_REQUEST_BYTES)
+        .collect()
+        .await
+    {
+        Ok(collected) => collected.to_bytes(),
+        Err(err) => {
+            return error_response(StatusCode::BAD_REQUEST, "BadRequestError", &err.to_string())
+        }
+    };
+    let value: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    let Some(text) = value.get("content").and_then(|c| c.as_str()) else {
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            "BadRequestError",
+            "`content` must be a string",
+        );
+    };
+    let tokens: Vec<usize> = (0..text.split_whitespace().count()).collect();
+    json_response(StatusCode::OK, json!({ "tokens": tokens }).to_string())
+}
+
+/// Whether `text` is a UUID in its 8-4-4-4-12 hex form.
+fn is_uuid(text: &str) -> bool {
+    let groups: Vec<&str> = text.split('-').collect();
+    groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12])
+        && groups
+            .iter()
+            .all(|g| g.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
 async fn completion(
     state: &State,
     socket: RawFd,
@@ -85,6 +119,11 @@ async fn completion(
         .get("x-request-id")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    if state.config.uuid_request_ids && header_id.as_deref().is_some_and(|id| !is_uuid(id)) {
+        let mut refused = Response::new(SimBody::whole(Bytes::new()));
+        *refused.status_mut() = StatusCode::BAD_REQUEST;
+        return refused;
+    }
     let body = match Limited::new(req.into_body(), MAX_REQUEST_BYTES)
         .collect()
         .await

@@ -24,6 +24,8 @@ pub struct Args {
 struct Totals {
     requests: u64,
     measured: u64,
+    /// Requests sent again after their reused connection turned out closed.
+    retried: u64,
     chunks: u64,
     first_send_ns: Option<u64>,
     last_end_ns: Option<u64>,
@@ -43,6 +45,7 @@ fn gather(reader: &TraceReader) -> Totals {
         for r in &block.requests {
             totals.requests += 1;
             totals.measured += u64::from(r.phase == Phase::Measured);
+            totals.retried += u64::from(r.retries > 0);
             totals.first_send_ns =
                 Some(totals.first_send_ns.map_or(r.send_ns, |t| t.min(r.send_ns)));
             totals.last_end_ns = Some(totals.last_end_ns.map_or(r.end_ns, |t| t.max(r.end_ns)));
@@ -91,6 +94,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "blocks": reader.block_count(),
             "requests": totals.requests,
             "measured_requests": totals.measured,
+            "retried_requests": totals.retried,
             "chunks": totals.chunks,
             "first_send_ns": totals.first_send_ns,
             "last_end_ns": totals.last_end_ns,
@@ -142,8 +146,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         println!("blocks:      {}", reader.block_count());
         println!(
-            "requests:    {} ({} measured)",
-            totals.requests, totals.measured
+            "requests:    {} ({} measured, {} retried on a fresh connection)",
+            totals.requests, totals.measured, totals.retried
         );
         println!("chunks:      {}", totals.chunks);
         if let (Some(a), Some(b), Some(s)) = (totals.first_send_ns, totals.last_end_ns, span_s) {

@@ -31,6 +31,14 @@ pub struct Args {
     /// Extra request header 'Name: value' (repeatable).
     #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
     headers: Vec<String>,
+    /// Header that carries each request's id, a UUID derived from the run and the request id
+    /// (so server logs join the trace), or `none` to send no id.
+    #[arg(long, value_name = "NAME|none", default_value = "x-request-id")]
+    request_id_header: String,
+    /// Do not calibrate synthetic prompts against the server: use a local estimate of tokens
+    /// per word (recorded as such in the manifest).
+    #[arg(long)]
+    no_calibrate: bool,
     /// HTTP version: auto (HTTP/2 when TLS negotiates it), 1 or 2 (prior knowledge on http).
     #[arg(long, value_enum, default_value_t = HttpArg::Auto)]
     http: HttpArg,
@@ -198,6 +206,9 @@ fn config_from(args: Args) -> anyhow::Result<RecordConfig> {
             .headers
             .push((name.trim().to_string(), value.trim().to_string()));
     }
+    config.request_id_header =
+        (!args.request_id_header.eq_ignore_ascii_case("none")).then_some(args.request_id_header);
+    config.no_calibrate = args.no_calibrate;
     config.http = match args.http {
         HttpArg::Auto => HttpVersion::Auto,
         HttpArg::One => HttpVersion::Http1,

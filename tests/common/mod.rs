@@ -12,16 +12,10 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use tokentrace_format::{RequestRecord, TraceReader};
 
-/// The fixtures directory: the workspace's `tests/fixtures` copy when present, else the
-/// shared one beside the workspace.
+/// The fixtures directory, `tests/fixtures` (copies of the real reports and exports the
+/// project's reference set holds; see its README).
 pub fn fixtures() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let local = root.join("tests/fixtures");
-    if local.exists() {
-        local
-    } else {
-        root.join("../shared/fixtures")
-    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
 /// The AIPerf 0.13 fixture run (its exports and `profile_export_aiperf.json` summary).

@@ -91,7 +91,7 @@ mod tests {
         ]);
         r.usage.prompt_tokens = Some(100);
         r.planned_input_tokens = Some(128);
-        let f = summarize_record(0, &r, p.gap_chunks, None);
+        let f = summarize_record(0, &r, p.chunk_rules(), None);
         let def = p.metrics.iter().find(|m| m.name == name).unwrap();
         let cx = EvalContext {
             sources: &p.token_sources,

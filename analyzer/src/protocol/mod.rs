@@ -41,6 +41,10 @@ pub struct Protocol {
     /// Which chunks inter-chunk gaps run between.
     #[serde(default)]
     pub gap_chunks: crate::facts::GapChunks,
+    /// Whether non-empty tool-call deltas are output (`output`, the default) or not
+    /// (`ignored`).
+    #[serde(default)]
+    pub tool_calls: crate::facts::ToolCalls,
     /// How percentiles are read.
     pub percentile_method: PercentileMethod,
     /// How means (and std) add values up.
@@ -62,6 +66,18 @@ pub struct Protocol {
     /// Extra methodology sentences (key, text) emitted after the generated ones.
     #[serde(default)]
     pub notes: Vec<(String, String)>,
+    /// Whether `timing_methodology` carries the `distributions` sentence (false for a report
+    /// whose own methodology has none).
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub describe_distributions: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(value: &bool) -> bool {
+    *value
 }
 
 fn default_clock() -> String {
@@ -192,6 +208,14 @@ impl Protocol {
             .clone()
             .unwrap_or_else(|| format!("{}_{{stat}}", metric.name));
         template.replace("{stat}", &self.stat_key(stat))
+    }
+
+    /// The chunk-counting rules of the protocol (gap chunks and tool calls).
+    pub fn chunk_rules(&self) -> crate::facts::ChunkRules {
+        crate::facts::ChunkRules {
+            gap_chunks: self.gap_chunks,
+            tool_calls: self.tool_calls,
+        }
     }
 
     /// Whether any metric needs the pooled per-gap list.

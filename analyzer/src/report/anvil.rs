@@ -219,7 +219,13 @@ fn skeleton(analysis: &Analysis<'_>) -> Value {
         "wall_clock_ms": number(analysis.run.wall_clock_ms),
     });
     match report {
-        Value::Object(map) => Value::Object(sorted(map)),
+        Value::Object(mut map) => {
+            // Only when there is something to say, so a clean run keeps the harness's keys.
+            if !analysis.run.notes.is_empty() {
+                map.insert("notes".into(), summary::notes_json(&analysis.run.notes));
+            }
+            Value::Object(sorted(map))
+        }
         other => other,
     }
 }
@@ -255,4 +261,76 @@ fn whole_number_as_integer(value: Value) -> Value {
 
 fn compact_stamp(ns: u64) -> String {
     utc_iso8601(ns).replace(['-', ':'], "")
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::analysis::{Analysis, AnalyzeOptions};
+    use crate::dataset::tests::dataset_of;
+    use crate::facts::tests::{chunk, record};
+    use crate::protocol::builtin;
+    use serde_json::Value;
+    use tokentrace_format::Channel;
+
+    const V3_REPORT: &str = include_str!("../../tests/fixtures/capacity-v3-report.json");
+
+    /// The report of one clean request under `protocol`.
+    fn one_request_report(protocol: &str) -> Value {
+        let p = builtin::find(protocol).unwrap();
+        let r = record(vec![
+            chunk(3_000, Channel::Content, 4, None),
+            chunk(5_000, Channel::Content, 4, None),
+        ]);
+        let dataset = dataset_of(&[r], p.chunk_rules());
+        let analysis = Analysis::new(&p, &dataset, &[0], &AnalyzeOptions::default());
+        let report = super::report(&analysis);
+        let mut written = Vec::new();
+        super::write_report(&analysis, &mut written).unwrap();
+        let streamed: Value = serde_json::from_slice(&written).unwrap();
+        assert_eq!(
+            streamed, report,
+            "{protocol}: streamed and built reports differ"
+        );
+        report
+    }
+
+    /// The `timing_methodology` keys of `protocol`'s report of one request.
+    fn methodology_keys(protocol: &str) -> Vec<String> {
+        one_request_report(protocol)["timing_methodology"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    #[test]
+    fn capacity_v4_methodology_has_exactly_the_v4_reports_keys() {
+        assert_eq!(
+            methodology_keys("capacity-v4-reasoning"),
+            [
+                "clock",
+                "decode",
+                "effective_prefill",
+                "generation",
+                "mean_inter_token_latency",
+                "time_to_first_output",
+                "ttft"
+            ]
+        );
+    }
+
+    #[test]
+    fn capacity_v3_methodology_keeps_the_fixtures_keys() {
+        let fixture: Value = serde_json::from_str(V3_REPORT).unwrap();
+        let want: Vec<String> = fixture["timing_methodology"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        assert_eq!(methodology_keys("capacity-v3"), want);
+        let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+        assert_eq!(keys(&one_request_report("capacity-v3")), keys(&fixture));
+    }
 }

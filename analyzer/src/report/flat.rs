@@ -19,6 +19,13 @@ pub fn report(analysis: &Analysis<'_>) -> Value {
         .map(|&t| analysis.dataset.traces[t as usize].label.as_str())
         .collect();
     out.insert("traces".into(), json!(traces));
+    // Only when there is something to say, so a clean run keeps the tool's own layout.
+    if analysis.run.missing_done > 0 {
+        out.insert("missing_done".into(), json!(analysis.run.missing_done));
+    }
+    if !analysis.run.notes.is_empty() {
+        out.insert("notes".into(), summary::notes_json(&analysis.run.notes));
+    }
     for (key, value) in summary::aggregates(protocol, analysis, &analysis.run) {
         out.insert(key, value);
     }

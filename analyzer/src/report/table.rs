@@ -81,6 +81,9 @@ pub fn render(analysis: &Analysis<'_>, title: &str) -> String {
             let _ = writeln!(out, "{key:<width$}  {text}");
         }
     }
+    for note in &analysis.run.notes {
+        let _ = writeln!(out, "note: {}", note.text);
+    }
     for slo in &analysis.slos {
         let (value, met) = slo.evaluate(analysis);
         let shown = value.map_or("-".to_string(), format_number);

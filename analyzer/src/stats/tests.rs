@@ -306,12 +306,7 @@ fn linear_reproduces_aiperf_ttft_percentiles_of_the_fixture_run() {
 fn aiperf_fixture_ttfts() -> Vec<f64> {
     let crate_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let name = "aiperf-0.13-chat/profile_export.jsonl";
-    let local = crate_dir.join("../tests/fixtures").join(name);
-    let path = if local.exists() {
-        local
-    } else {
-        crate_dir.join("../../shared/fixtures").join(name)
-    };
+    let path = crate_dir.join("../tests/fixtures").join(name);
     let text = std::fs::read_to_string(path).unwrap();
     text.lines()
         .map(|line| {

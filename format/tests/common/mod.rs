@@ -102,6 +102,7 @@ fn base(id: u64, send_ns: u64) -> RequestRecord {
         planned_input_tokens: Some(100),
         response_headers: vec![],
         chunks: vec![],
+        retries: 0,
     }
 }
 

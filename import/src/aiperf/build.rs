@@ -8,9 +8,9 @@
 use super::raw::RawRequest;
 use super::records::RecordInfo;
 use crate::fields::{len_u32, sat_u32};
-use crate::sse::{self, Event};
 use tokentrace_format::{Channel, ChunkRecord, Outcome, RequestRecord, Usage};
-use xxhash_rust::xxh3::{xxh3_64, Xxh3};
+use tokentrace_sse::classify::{classify_event, OutputSink};
+use xxhash_rust::xxh3::xxh3_64;
 
 /// Monotonic times of a request's events (absolute ns), for choosing the trace anchor.
 pub(crate) fn event_times(raw: &RawRequest) -> Vec<i128> {
@@ -63,8 +63,8 @@ pub(crate) fn build(
     let mut stream_error = None;
     let mut malformed = false;
     let mut done = false;
-    let mut output = Xxh3::new();
-    let mut output_bytes = 0usize;
+    // The recorder's own classifier, so an imported trace means the same by each channel.
+    let mut sink = OutputSink::new(false);
     let mut read_index = 0u32;
     let mut previous_perf = None;
     for response in &raw.responses {
@@ -73,30 +73,35 @@ pub(crate) fn build(
             read_index += 1;
         }
         previous_perf = Some(response.perf_ns);
-        // A payload that is not JSON is kept (raw text, channel `other`) and flags the request.
-        let event = sse::classify(&response.payload).unwrap_or_else(|_| {
-            malformed = true;
-            Event::new(Channel::Other)
-        });
-        if let Some(u) = event.usage {
-            merge_usage(&mut usage, u);
-        }
-        if event.finish_reason.is_some() {
-            finish_reason.clone_from(&event.finish_reason);
-        }
-        if event.error.is_some() && stream_error.is_none() {
-            stream_error.clone_from(&event.error);
-        }
-        done |= event.channel == Channel::Done;
-        output.update(event.reasoning.as_bytes());
-        output.update(event.content.as_bytes());
-        output_bytes += event.reasoning.len() + event.content.len();
+        let payload = response.payload.as_bytes();
+        let (channel, text_len) =
+            match classify_event(payload, response.event_type.as_bytes(), &mut sink) {
+                Ok(event) => {
+                    if let Some(u) = event.usage {
+                        merge_usage(&mut usage, u);
+                    }
+                    if let Some(reason) = event.finish_reason {
+                        finish_reason = Some(reason.as_str().to_string());
+                    }
+                    if event.channel == Channel::Error && stream_error.is_none() {
+                        stream_error = Some(truncate(&response.payload));
+                    }
+                    done |= event.channel == Channel::Done;
+                    (event.channel, event.text_len)
+                }
+                // A payload that is not JSON is kept (raw text, channel `other`) and flags the
+                // request.
+                Err(_) => {
+                    malformed = true;
+                    (Channel::Other, 0)
+                }
+            };
         chunks.push(ChunkRecord {
             arrival_ns: at.rel(i128::from(response.perf_ns)),
             read_index,
             bytes: len_u32(response.wire_bytes),
-            channel: event.channel,
-            text_len: len_u32(event.text_len()),
+            channel,
+            text_len,
             tokens: None,
             text: Some(response.payload.clone()),
         });
@@ -112,7 +117,7 @@ pub(crate) fn build(
         .as_ref()
         .and_then(|p| serde_json::to_vec(p).ok())
         .unwrap_or_default();
-    let (outcome, error) = outcome(raw, stream_error, malformed, done);
+    let (outcome, error) = outcome(raw, stream_error, malformed, done, finish_reason.is_some());
     let planned = info
         .and_then(RecordInfo::input_sequence_length)
         .map(sat_u32)
@@ -132,13 +137,23 @@ pub(crate) fn build(
         finish_reason,
         prompt_hash: xxh3_64(&prompt),
         prompt_bytes: len_u32(prompt.len()),
-        output_hash: output.digest(),
-        output_bytes: len_u32(output_bytes),
+        output_hash: sink.output_hash(),
+        output_bytes: u32::try_from(sink.output_bytes).unwrap_or(u32::MAX),
         planned_input_tokens: planned,
         response_headers: info.map(|i| i.response_headers.clone()).unwrap_or_default(),
         chunks,
+        retries: 0,
     };
     (record, malformed)
+}
+
+/// The first KiB of an in-stream error event, as the recorder keeps it.
+fn truncate(payload: &str) -> String {
+    let mut end = payload.len().min(1024);
+    while !payload.is_char_boundary(end) {
+        end -= 1;
+    }
+    payload[..end].to_string()
 }
 
 /// Later usage fields win; a field absent in a later event keeps the earlier value.
@@ -155,6 +170,7 @@ fn outcome(
     stream_error: Option<String>,
     malformed: bool,
     done: bool,
+    finished: bool,
 ) -> (Outcome, Option<String>) {
     if raw.cancelled {
         return (
@@ -196,6 +212,13 @@ fn outcome(
             Some("an event's data is not JSON".into()),
         );
     }
+    // The recorder's rule: complete without `[DONE]` is its own class, cut short a failure.
+    if !done && raw.status == 200 && !finished {
+        return (
+            Outcome::StreamError,
+            Some("stream ended before any finish_reason and without [DONE]".into()),
+        );
+    }
     if !done && raw.status == 200 {
         return (Outcome::MissingDone, None);
     }
@@ -212,6 +235,7 @@ mod tests {
         RawResponse {
             perf_ns,
             payload: payload.into(),
+            event_type: String::new(),
             wire_bytes: payload.len() + 8,
         }
     }
@@ -307,6 +331,12 @@ mod tests {
             planned_input_tokens: None,
         };
         assert_eq!(build(&r, None, at).0.outcome, Outcome::MissingDone);
+        // Cut before the finish_reason as well: a failure.
+        let mut cut = raw();
+        cut.responses.truncate(2);
+        let (record, _) = build(&cut, None, at);
+        assert_eq!(record.outcome, Outcome::StreamError);
+        assert!(record.error.unwrap().contains("finish_reason"));
         r.status = 503;
         assert_eq!(build(&r, None, at).0.outcome, Outcome::HttpError);
         r.status = 200;

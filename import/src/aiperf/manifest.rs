@@ -173,6 +173,7 @@ pub(crate) fn build(mut inputs: Inputs<'_>) -> Manifest {
         labels,
         start_realtime_ns: window.map_or(inputs.anchor_realtime_ns, |w| w.0),
         extra,
+        ..Manifest::default()
     }
 }
 

@@ -13,6 +13,8 @@ pub(crate) struct RawResponse {
     pub perf_ns: u64,
     /// The `data` field(s) of the event, joined by newlines as SSE does.
     pub payload: String,
+    /// The event's `event` field, empty when absent.
+    pub event_type: String,
     /// The event's size as it would have been on the wire (`name: value\n` per field, then `\n`).
     pub wire_bytes: usize,
 }
@@ -109,9 +111,17 @@ pub(crate) fn parse(value: &Value, ctx: Ctx<'_>) -> Result<(RawRequest, Vec<Issu
             err.get("type").and_then(Value::as_str).map(str::to_string),
         ),
     };
-    let mut responses = Vec::new();
+    let mut responses: Vec<RawResponse> = Vec::new();
+    // Bytes of comment-only messages, counted with the next event as the recorder counts them.
+    let mut pending_bytes = 0;
     for (i, response) in array_at(value, "responses", ctx)?.iter().enumerate() {
-        responses.push(parse_response(response, i, ctx)?);
+        match parse_response(response, i, ctx)? {
+            Message::Event(mut event) => {
+                event.wire_bytes += std::mem::take(&mut pending_bytes);
+                responses.push(event);
+            }
+            Message::Comment { wire_bytes } => pending_bytes += wire_bytes,
+        }
     }
     let kept = KEPT_METADATA
         .iter()
@@ -135,7 +145,19 @@ pub(crate) fn parse(value: &Value, ctx: Ctx<'_>) -> Result<(RawRequest, Vec<Issu
     Ok((request, issues))
 }
 
-fn parse_response(response: &Value, index: usize, ctx: Ctx<'_>) -> Result<RawResponse, Issue> {
+/// One message of AIPerf's SSE record.
+enum Message {
+    /// A message with data: an SSE event.
+    Event(RawResponse),
+    /// A message without any `data` field (only comments, such as sse-starlette's
+    /// `: ping - <time>` keep-alives, or other fields): SSE dispatches no event for it.
+    Comment {
+        /// Its size on the wire.
+        wire_bytes: usize,
+    },
+}
+
+fn parse_response(response: &Value, index: usize, ctx: Ctx<'_>) -> Result<Message, Issue> {
     let field = |name: &str| format!("responses[{index}].{name}");
     let perf_ns = response
         .get("perf_ns")
@@ -146,17 +168,19 @@ fn parse_response(response: &Value, index: usize, ctx: Ctx<'_>) -> Result<RawRes
         response.get("packets"),
         response.get("text").and_then(Value::as_str),
     ) {
-        return Ok(RawResponse {
+        return Ok(Message::Event(RawResponse {
             perf_ns,
             payload: text.to_string(),
+            event_type: String::new(),
             wire_bytes: text.len(),
-        });
+        }));
     }
     let packets = response
         .get("packets")
         .and_then(Value::as_array)
         .ok_or_else(|| ctx.issue(&field("packets"), "missing or not an array (and no `text`)"))?;
     let mut data = Vec::new();
+    let mut event_type = String::new();
     let mut wire_bytes = 1;
     for (j, packet) in packets.iter().enumerate() {
         let name = packet.get("name").and_then(Value::as_str);
@@ -167,16 +191,28 @@ fn parse_response(response: &Value, index: usize, ctx: Ctx<'_>) -> Result<RawRes
                 "expected {\"name\": string, \"value\": string}",
             ));
         };
-        wire_bytes += name.len() + 2 + text.len() + 1;
-        if name == "data" {
-            data.push(text);
+        wire_bytes += if name == "comment" {
+            // `:value\n`
+            1 + text.len() + 1
+        } else {
+            // `name: value\n`
+            name.len() + 2 + text.len() + 1
+        };
+        match name {
+            "data" => data.push(text),
+            "event" => text.clone_into(&mut event_type),
+            _ => {}
         }
     }
-    Ok(RawResponse {
+    if data.is_empty() {
+        return Ok(Message::Comment { wire_bytes });
+    }
+    Ok(Message::Event(RawResponse {
         perf_ns,
         payload: data.join("\n"),
+        event_type,
         wire_bytes,
-    })
+    }))
 }
 
 /// `type (code): message` of an AIPerf error object (or the JSON when it has another shape).
@@ -264,6 +300,31 @@ mod tests {
         let err = parse(&v, ctx()).unwrap_err();
         assert_eq!(err.location.field.as_deref(), Some("responses[1].perf_ns"));
         assert_eq!(err.location.line, Some(4));
+    }
+
+    #[test]
+    fn comment_only_messages_are_no_events() {
+        let mut v = line();
+        v["responses"] = json!([
+            {"perf_ns": 60, "packets": [{"name": "comment", "value": " ping - 2026-12-01 07:00:00"}]},
+            {"perf_ns": 70, "packets": [{"name": "data", "value": "[DONE]"}]}
+        ]);
+        let (r, _) = parse(&v, ctx()).unwrap();
+        assert_eq!(r.responses.len(), 1);
+        assert_eq!(r.responses[0].payload, "[DONE]");
+        // ": ping - …\n\n" counts with the event after it, as the recorder counts comments.
+        let comment = ": ping - 2026-12-01 07:00:00\n\n".len();
+        assert_eq!(
+            r.responses[0].wire_bytes,
+            comment + "data: [DONE]\n\n".len()
+        );
+    }
+
+    #[test]
+    fn event_fields_are_kept() {
+        let (r, _) = parse(&line(), ctx()).unwrap();
+        assert_eq!(r.responses[1].event_type, "x");
+        assert_eq!(r.responses[0].event_type, "");
     }
 
     #[test]

@@ -124,5 +124,6 @@ pub(super) fn manifest(
         labels,
         start_realtime_ns: start_realtime.unwrap_or(0),
         extra,
+        ..Manifest::default()
     }
 }

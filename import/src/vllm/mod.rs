@@ -283,6 +283,7 @@ fn request(result: &Value, i: usize, start: f64, ctx: Ctx<'_>) -> Result<Request
         planned_input_tokens: entry("input_lens").and_then(Value::as_u64).map(sat_u32),
         response_headers: Vec::new(),
         chunks,
+        retries: 0,
     })
 }
 

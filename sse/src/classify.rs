@@ -122,6 +122,37 @@ pub fn classify(data: &[u8], sink: &mut OutputSink) -> Result<Classified, serde_
     Ok(decide(scan))
 }
 
+/// Whether an event's data is the OpenAI end-of-stream sentinel `[DONE]`.
+pub fn is_done(data: &[u8]) -> bool {
+    data.trim_ascii() == b"[DONE]"
+}
+
+/// Classify one whole event: the `[DONE]` sentinel, an event of type `error` (whatever its
+/// data), or a stream chunk's JSON. Errors mean the data is none of these.
+///
+/// This is the one rule both the recorder and the importers apply, so a recorded and an
+/// imported trace mean the same by each channel.
+pub fn classify_event(
+    data: &[u8],
+    event_type: &[u8],
+    sink: &mut OutputSink,
+) -> Result<Classified, serde_json::Error> {
+    if is_done(data) {
+        return Ok(Classified {
+            channel: Channel::Done,
+            text_len: 0,
+            usage: None,
+            finish_reason: None,
+            logprob_tokens: None,
+        });
+    }
+    let mut classified = classify(data, sink)?;
+    if event_type == b"error" {
+        classified.channel = Channel::Error;
+    }
+    Ok(classified)
+}
+
 /// Pick the event's channel from what the walk found.
 fn decide(scan: Scan) -> Classified {
     let text_len = scan.reasoning_len + scan.content_len + scan.tool_len;

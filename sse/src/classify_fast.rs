@@ -120,6 +120,10 @@ impl Cursor<'_, '_> {
                 Ok(())
             }
             b"error" => {
+                // `"error": null` (sent by some gateways on every chunk) is no error.
+                if c.null()? {
+                    return Ok(());
+                }
                 scan.error = true;
                 c.skip(1)
             }
@@ -214,7 +218,9 @@ impl Cursor<'_, '_> {
                             return Ok(());
                         }
                         c.object(|c, key| match key {
-                            b"arguments" => c.text(Kind::Tool),
+                            // The first delta of a call names the function with empty
+                            // arguments: the name is output too.
+                            b"name" | b"arguments" => c.text(Kind::Tool),
                             _ => c.skip(6),
                         })
                     }

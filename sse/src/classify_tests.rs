@@ -84,11 +84,12 @@ fn content_with_continuous_usage_stays_content() {
 }
 
 #[test]
-fn tool_call_arguments() {
+fn tool_call_name_and_arguments() {
     let c = run(
         r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":"}}]}}]}"#,
     );
-    assert_eq!((c.channel, c.text_len), (Channel::Tool, 5));
+    // "f" and `{"a":`
+    assert_eq!((c.channel, c.text_len), (Channel::Tool, 1 + 5));
 }
 
 #[test]
@@ -276,4 +277,44 @@ mod fast_matches_serde {
             }
         }
     }
+}
+
+/// Some gateways put `"error": null` on every chunk; only an error value makes an error.
+#[test]
+fn a_null_error_field_is_no_error() {
+    let chunk = br#"{"error":null,"choices":[{"index":0,"delta":{"content":"hi"}}]}"#;
+    let usage = br#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1},"error":null}"#;
+    let real = br#"{"error":{"message":"overloaded"},"choices":[]}"#;
+    for path in [classify, classify_general] {
+        let mut sink = OutputSink::new(false);
+        let c = path(chunk, &mut sink).unwrap();
+        assert_eq!((c.channel, c.text_len), (Channel::Content, 2));
+        assert_eq!(path(usage, &mut sink).unwrap().channel, Channel::Usage);
+        assert_eq!(path(real, &mut sink).unwrap().channel, Channel::Error);
+    }
+}
+
+#[test]
+fn whole_events_done_and_error_types() {
+    let mut sink = OutputSink::new(false);
+    let done = classify_event(b"[DONE]", b"", &mut sink).unwrap();
+    assert_eq!(done.channel, Channel::Done);
+    let spaced = classify_event(b" [DONE] ", b"", &mut sink).unwrap();
+    assert_eq!(spaced.channel, Channel::Done);
+    let typed = classify_event(br#"{"message":"boom"}"#, b"error", &mut sink).unwrap();
+    assert_eq!(typed.channel, Channel::Error);
+    let content = br#"{"choices":[{"delta":{"content":"a"}}]}"#;
+    let c = classify_event(content, b"", &mut sink).unwrap();
+    assert_eq!(c.channel, Channel::Content);
+    assert!(classify_event(b"not json", b"", &mut sink).is_err());
+}
+
+/// Tool-call deltas carry output: the name and argument bytes count as text.
+#[test]
+fn tool_call_deltas_are_output() {
+    let c = run(
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"get","arguments":"{\"a\""}}]}}]}"#,
+    );
+    assert_eq!((c.channel, c.text_len), (Channel::Tool, 3 + 4));
+    assert!(c.channel.is_output());
 }

@@ -26,7 +26,7 @@ pub struct SseEvent<'a> {
 impl SseEvent<'_> {
     /// Whether this is the OpenAI end-of-stream sentinel `[DONE]`.
     pub fn is_done(&self) -> bool {
-        self.data == b"[DONE]"
+        crate::classify::is_done(self.data)
     }
 }
 

@@ -98,10 +98,8 @@ map_visitor!(EventSeed, "a stream chunk object", |this, key, map| {
             sink: &mut *this.sink,
         })?,
         "usage" => this.scan.usage = map.next_value::<Option<UsageJson>>()?.map(Usage::from),
-        "error" => {
-            map.next_value::<IgnoredAny>()?;
-            this.scan.error = true;
-        }
+        // Some gateways send `"error": null` on every chunk: only a value is an error.
+        "error" => this.scan.error = map.next_value::<Option<IgnoredAny>>()?.is_some(),
         _ => {
             map.next_value::<IgnoredAny>()?;
         }
@@ -277,7 +275,9 @@ struct FunctionSeed<'s> {
 
 map_visitor!(FunctionSeed, "a function object", |this, key, map| {
     match key.0.as_ref() {
-        "arguments" => map.next_value_seed(TextSeed {
+        // The first delta of a call names the function with empty arguments: the name is
+        // output too.
+        "name" | "arguments" => map.next_value_seed(TextSeed {
             kind: TextKind::Tool,
             scan: &mut *this.scan,
             sink: &mut *this.sink,

