@@ -137,6 +137,7 @@ fn metrics(c: &mut Criterion) {
             error: None,
             usage: r.usage,
             planned_input_tokens: r.planned_input_tokens,
+            retries: r.retries,
         };
         let slice = ChunkSlice {
             arrival_ns: &arrival,

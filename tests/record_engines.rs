@@ -252,6 +252,11 @@ fn a_closed_keep_alive_connection_is_retried_once_on_a_fresh_one() {
     assert!(retried >= 4, "{retried} of 8 retried");
     let (json, _) = inspect(&out);
     assert_eq!(json["retried_requests"], retried as u64);
+    // The analysis counts them and says what happened.
+    let report = common::analyze_json(&out, "tokentrace-v1");
+    let notes = report["notes"].as_array().unwrap();
+    let note = notes.iter().find(|n| n["note"] == "retried").unwrap();
+    assert_eq!(note["requests"], retried as u64, "{note}");
 }
 
 #[test]

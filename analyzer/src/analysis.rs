@@ -178,8 +178,8 @@ impl Rows for Analysis<'_> {
 }
 
 /// The count of counted `missing_done` requests and the notes a report must show about the
-/// counted requests: streams without `[DONE]` that were counted, and tool-call deltas the
-/// protocol does not count as output.
+/// counted requests: streams without `[DONE]` that were counted, requests re-sent after a
+/// closed keep-alive connection, and tool-call deltas the protocol does not count as output.
 fn notes(protocol: &Protocol, dataset: &Dataset, counted: &[usize]) -> (u64, Vec<Note>) {
     let requests = || counted.iter().map(|&i| &dataset.requests[i]);
     let missing_done = requests()
@@ -193,6 +193,16 @@ fn notes(protocol: &Protocol, dataset: &Dataset, counted: &[usize]) -> (u64, Vec
             text: format!(
                 "{missing_done} counted request(s) ended cleanly after a finish_reason but without data: [DONE] (outcome missing_done); protocol {} counts them as successful",
                 protocol.name
+            ),
+        });
+    }
+    let retried = requests().filter(|r| r.retries > 0).count() as u64;
+    if retried > 0 {
+        notes.push(Note {
+            key: "retried".into(),
+            requests: retried,
+            text: format!(
+                "{retried} counted request(s) were sent a second time on a fresh connection: their reused keep-alive connection had been closed by the server before any response byte; times count from the second send"
             ),
         });
     }

@@ -186,6 +186,7 @@ impl Dataset {
                 error: meta.error.clone(),
                 usage: meta.usage,
                 planned_input_tokens: meta.planned_input_tokens,
+                retries: meta.retries,
             };
             let slice = ChunkSlice {
                 arrival_ns: &c.arrival_ns[range.clone()],

@@ -204,6 +204,8 @@ pub struct RequestFacts {
     pub planned_input_tokens: Option<u32>,
     /// Output tokens a client tokenizer counted (imported runs only).
     pub client_output_tokens: Option<u32>,
+    /// Re-sends on a fresh connection after a closed keep-alive connection.
+    pub retries: u8,
     /// Error text, for failed requests.
     pub error: Option<String>,
 }
@@ -260,6 +262,8 @@ pub struct RequestHead {
     pub usage: Usage,
     /// Planned input tokens.
     pub planned_input_tokens: Option<u32>,
+    /// Re-sends on a fresh connection after a closed keep-alive connection.
+    pub retries: u8,
 }
 
 /// Borrowed chunk columns of one request.
@@ -316,6 +320,7 @@ pub fn summarize(
         usage: head.usage,
         planned_input_tokens: head.planned_input_tokens,
         client_output_tokens: None,
+        retries: head.retries,
         error: if head.outcome == Outcome::Ok {
             None
         } else {
@@ -411,6 +416,7 @@ pub fn summarize_record(
         error: record.error.clone(),
         usage: record.usage,
         planned_input_tokens: record.planned_input_tokens,
+        retries: record.retries,
     };
     let slice = ChunkSlice {
         arrival_ns: &arrival,

@@ -61,7 +61,7 @@ pub struct RunContext {
 /// A remark on some of the counted requests, shown by every report layout.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Note {
-    /// A stable key (`missing_done`, `tool_calls_not_output`).
+    /// A stable key (`missing_done`, `retried`, `tool_calls_not_output`).
     pub key: String,
     /// How many counted requests it concerns.
     pub requests: u64,
