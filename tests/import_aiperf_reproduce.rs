@@ -1,16 +1,26 @@
-//! The AIPerf 0.13 fixture, imported and analyzed under `--protocol aiperf`, reproduces AIPerf's
+//! The AIPerf 0.13 fixtures, imported and analyzed under `--protocol aiperf`, reproduce AIPerf's
 //! own summary (profile_export_aiperf.json): every statistic of the per-request metrics to 1e-9
 //! relative, the throughputs to 1e-6 (AIPerf prints their window to the microsecond only).
+//!
+//! Two runs: one against a mock server, and one against llama-cpp-python's server with a real
+//! model, whose stream carries sse-starlette's `: ping - <time>` comments (recorded by AIPerf
+//! as packets named `comment`; they once made the three slowest requests fail the import).
 
 mod common;
 
 use serde_json::Value;
 
-/// AIPerf's summary and ours for the fixture.
-fn reports() -> (Value, Value) {
-    let (_dir, trace) = common::import_aiperf_fixture();
+/// The fixture runs: a mock server's and a real engine's.
+const RUNS: [&str; 2] = ["aiperf-0.13-chat", "aiperf-0.13-llama-cpp-python"];
+
+/// AIPerf's summary and ours for fixture run `name` (its import must succeed, exit 0).
+fn reports(name: &str) -> (Value, Value) {
+    let fixture = common::fixtures().join(name);
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("aiperf.trace");
+    common::import("aiperf", &fixture, &trace);
     let ours = common::analyze_json(&trace, "aiperf");
-    let theirs = common::read_json(&common::aiperf_fixture().join("profile_export_aiperf.json"));
+    let theirs = common::read_json(&fixture.join("profile_export_aiperf.json"));
     (ours, theirs)
 }
 
@@ -31,7 +41,13 @@ fn assert_close(what: &str, got: &Value, want: &Value, rel: f64) {
 
 #[test]
 fn per_request_metrics_match_aiperf_to_1e9() {
-    let (ours, theirs) = reports();
+    for run in RUNS {
+        per_request_metrics_match(run);
+    }
+}
+
+fn per_request_metrics_match(run: &str) {
+    let (ours, theirs) = reports(run);
     for metric in [
         "time_to_first_token",
         "time_to_second_token",
@@ -42,19 +58,25 @@ fn per_request_metrics_match_aiperf_to_1e9() {
     ] {
         let want = theirs[metric].as_object().unwrap();
         let got = &ours["metrics"][metric];
-        assert_eq!(got["unit"], want["unit"], "{metric}.unit");
+        assert_eq!(got["unit"], want["unit"], "{run}: {metric}.unit");
         for (stat, value) in want.iter().filter(|(k, _)| k.as_str() != "unit") {
-            assert_close(&format!("{metric}.{stat}"), &got[stat], value, 1e-9);
+            assert_close(&format!("{run}: {metric}.{stat}"), &got[stat], value, 1e-9);
         }
     }
 }
 
 #[test]
 fn throughputs_match_aiperf_to_1e6() {
-    let (ours, theirs) = reports();
+    for run in RUNS {
+        throughputs_match(run);
+    }
+}
+
+fn throughputs_match(run: &str) {
+    let (ours, theirs) = reports(run);
     for metric in ["request_throughput", "output_token_throughput"] {
         assert_close(
-            metric,
+            &format!("{run}: {metric}"),
             &ours["aggregates"][metric],
             &theirs[metric]["avg"],
             1e-6,
