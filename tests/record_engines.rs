@@ -18,6 +18,12 @@ fn url_of(server: &tokentrace_sim::SimHandle) -> String {
     format!("http://{}/v1", server.addr())
 }
 
+/// The X-Request-ID the simulator echoed for `r`.
+fn echoed_id(r: &tokentrace_format::RequestRecord) -> &str {
+    let header = r.response_headers.iter().find(|(n, _)| n == "x-request-id");
+    &header.unwrap().1
+}
+
 fn calibration(trace: &std::path::Path) -> serde_json::Value {
     let reader = TraceReader::open(trace).unwrap();
     reader.manifest().extra["calibration"].clone()
@@ -42,13 +48,8 @@ fn a_server_that_wants_uuid_request_ids_accepts_every_request() {
     for r in &records {
         assert_eq!(r.outcome, Outcome::Ok, "{:?}", r.error);
         // The simulator echoes the id it received: the UUID of this request.
-        let echoed = &r
-            .response_headers
-            .iter()
-            .find(|(n, _)| n == "x-request-id")
-            .unwrap()
-            .1;
-        assert_eq!(echoed, &header.value(r.id));
+        let echoed = echoed_id(r);
+        assert_eq!(echoed, header.value(r.id));
         assert_eq!(id_of_uuid(echoed), Some(r.id));
     }
     // Calibration probes got through too: the server's own usage decided.
@@ -70,12 +71,7 @@ fn request_id_header_none_sends_no_id() {
     let (reader, records) = record_ok(&url_of(&server), &out, &args);
     assert!(reader.manifest().request_id_header.is_none());
     for r in &records {
-        let echoed = &r
-            .response_headers
-            .iter()
-            .find(|(n, _)| n == "x-request-id")
-            .unwrap()
-            .1;
+        let echoed = echoed_id(r);
         // The simulator names requests that come without an id itself.
         assert!(echoed.starts_with("sim-"), "{echoed}");
     }

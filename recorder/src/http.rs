@@ -4,9 +4,11 @@
 
 use crate::config::{HttpVersion, RecordConfig};
 use crate::error::RecordError;
+use crate::manifest::is_secret_header;
 use crate::read_clock::TimedConnector;
 use bytes::Bytes;
 use http_body_util::Full;
+use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
@@ -170,6 +172,54 @@ pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
+/// The headers every request of a run carries: JSON in, SSE out, `Authorization: Bearer KEY`
+/// and every `--header` (secret ones marked sensitive, so they are scrubbed from what a server
+/// echoes). Preflight, probes, tokenizer and server-info calls send them too.
+pub fn request_headers(config: &RecordConfig) -> Result<HeaderMap, RecordError> {
+    let mut headers = HeaderMap::new();
+    headers.insert("content-type", HeaderValue::from_static("application/json"));
+    headers.insert("accept", HeaderValue::from_static("text/event-stream"));
+    if let Some(key) = &config.api_key {
+        let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
+            .map_err(|_| RecordError::Config("the API key is not a valid header value".into()))?;
+        value.set_sensitive(true);
+        headers.insert("authorization", value);
+    }
+    for (name, value) in &config.headers {
+        let header_name = HeaderName::from_bytes(name.trim().as_bytes())
+            .map_err(|_| RecordError::Config(format!("invalid header name {name:?}")))?;
+        let mut header_value = HeaderValue::from_str(value.trim())
+            .map_err(|_| RecordError::Config(format!("invalid value for header {name:?}")))?;
+        if is_secret_header(name) {
+            header_value.set_sensitive(true);
+        }
+        headers.insert(header_name, header_value);
+    }
+    Ok(headers)
+}
+
+/// At most `limit` bytes of a response body, and the error that cut it short, if one did.
+pub async fn read_body(
+    body: &mut hyper::body::Incoming,
+    limit: usize,
+) -> (Vec<u8>, Option<hyper::Error>) {
+    use http_body_util::BodyExt;
+    let mut collected = Vec::new();
+    while collected.len() < limit {
+        match body.frame().await {
+            Some(Ok(frame)) => {
+                if let Some(data) = frame.data_ref() {
+                    collected.extend_from_slice(data);
+                }
+            }
+            Some(Err(err)) => return (collected, Some(err)),
+            None => break,
+        }
+    }
+    collected.truncate(limit);
+    (collected, None)
+}
+
 /// A small request outside the measured load (a tokenizer call, a server-info page): the
 /// status and at most `limit` bytes of the body, or what went wrong, within `timeout`.
 pub async fn fetch(
@@ -178,26 +228,14 @@ pub async fn fetch(
     timeout: Duration,
     limit: usize,
 ) -> Result<(u16, Vec<u8>), String> {
-    use http_body_util::BodyExt;
     let uri = request.uri().clone();
     let exchange = async {
         let response = client.request(request).await.map_err(|e| error_chain(&e))?;
         let status = response.status().as_u16();
-        let mut body = response.into_body();
-        let mut collected = Vec::new();
-        while collected.len() < limit {
-            match body.frame().await {
-                Some(Ok(frame)) => {
-                    if let Some(data) = frame.data_ref() {
-                        collected.extend_from_slice(data);
-                    }
-                }
-                Some(Err(err)) => return Err(format!("reading the body: {err}")),
-                None => break,
-            }
+        match read_body(&mut response.into_body(), limit).await {
+            (body, None) => Ok((status, body)),
+            (_, Some(err)) => Err(format!("reading the body: {err}")),
         }
-        collected.truncate(limit);
-        Ok((status, collected))
     };
     match tokio::time::timeout(timeout, exchange).await {
         Ok(result) => result.map_err(|e| format!("{uri}: {e}")),

@@ -5,13 +5,12 @@ use crate::calibrate::{calibrate, Method};
 use crate::config::{Api, Load, ProgressMode, PromptSource, RecordConfig};
 use crate::error::RecordError;
 use crate::health::{process_usage, LagProbe};
-use crate::http::{build_client, build_fresh_client, error_chain, HttpClient};
+use crate::http::{build_client, build_fresh_client, error_chain, request_headers, HttpClient};
 use crate::load::{drive, LoadShared, PromptPlan};
-use crate::manifest::is_secret_header;
 use crate::progress::{display, LiveStats};
 use crate::stream::StreamContext;
 use http_body_util::{BodyExt, Full};
-use hyper::header::{HeaderMap, HeaderName, HeaderValue};
+use hyper::header::{HeaderMap, HeaderName};
 use hyper::{Request, Uri};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -321,29 +320,6 @@ fn validate(config: &RecordConfig) -> Result<(), RecordError> {
         return bad("the SSE line limit must be at least 64 bytes");
     }
     Ok(())
-}
-
-fn request_headers(config: &RecordConfig) -> Result<HeaderMap, RecordError> {
-    let mut headers = HeaderMap::new();
-    headers.insert("content-type", HeaderValue::from_static("application/json"));
-    headers.insert("accept", HeaderValue::from_static("text/event-stream"));
-    if let Some(key) = &config.api_key {
-        let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
-            .map_err(|_| RecordError::Config("the API key is not a valid header value".into()))?;
-        value.set_sensitive(true);
-        headers.insert("authorization", value);
-    }
-    for (name, value) in &config.headers {
-        let header_name = HeaderName::from_bytes(name.trim().as_bytes())
-            .map_err(|_| RecordError::Config(format!("invalid header name {name:?}")))?;
-        let mut header_value = HeaderValue::from_str(value.trim())
-            .map_err(|_| RecordError::Config(format!("invalid value for header {name:?}")))?;
-        if is_secret_header(name) {
-            header_value.set_sensitive(true);
-        }
-        headers.insert(header_name, header_value);
-    }
-    Ok(headers)
 }
 
 /// The header that carries request ids, unless the user sends that header themselves.

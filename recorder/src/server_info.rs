@@ -16,11 +16,10 @@
 //! endpoint that is missing, slow, unauthorized or not JSON simply contributes nothing.
 
 use crate::config::RecordConfig;
-use crate::http::{build_client, HttpClient};
-use crate::manifest::is_secret_header;
+use crate::http::{build_client, fetch as fetch_raw, request_headers, HttpClient};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION};
+use http_body_util::Full;
+use hyper::header::{HeaderMap, HeaderValue, ACCEPT};
 use hyper::{Method, Request, Uri};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -192,19 +191,11 @@ async fn get_json(
     *request.method_mut() = Method::GET;
     *request.uri_mut() = uri;
     *request.headers_mut() = headers.clone();
-    let read = async {
-        let response = client.request(request).await.ok()?;
-        if !response.status().is_success() {
-            return None;
-        }
-        let body = Limited::new(response.into_body(), BODY_LIMIT)
-            .collect()
-            .await
-            .ok()?
-            .to_bytes();
-        serde_json::from_slice::<Value>(&body).ok()
-    };
-    tokio::time::timeout(limit, read).await.ok().flatten()
+    let (status, body) = fetch_raw(client, request, limit, BODY_LIMIT).await.ok()?;
+    if !(200..300).contains(&status) {
+        return None;
+    }
+    serde_json::from_slice::<Value>(&body).ok()
 }
 
 /// Reads the three description endpoints of the server behind `base_url` (`…/v1`) at once,
@@ -242,32 +233,6 @@ pub async fn fetch(
     (!info.is_empty()).then_some(info)
 }
 
-/// The headers a run sends, from its config: `Authorization: Bearer KEY` and every
-/// `--header` (secret ones marked sensitive). Invalid names or values are left out here (the
-/// run itself refuses them).
-pub fn config_headers(config: &RecordConfig) -> HeaderMap {
-    let mut headers = HeaderMap::new();
-    if let Some(key) = &config.api_key {
-        if let Ok(mut value) = HeaderValue::from_str(&format!("Bearer {key}")) {
-            value.set_sensitive(true);
-            headers.insert(AUTHORIZATION, value);
-        }
-    }
-    for (name, value) in &config.headers {
-        let (Ok(name_h), Ok(mut value_h)) = (
-            HeaderName::from_bytes(name.trim().as_bytes()),
-            HeaderValue::from_str(value.trim()),
-        ) else {
-            continue;
-        };
-        if is_secret_header(name) {
-            value_h.set_sensitive(true);
-        }
-        headers.insert(name_h, value_h);
-    }
-    headers
-}
-
 /// [`fetch`] for a config, on a runtime of its own (for callers outside any async context,
 /// such as a capacity search before its first trial). None on any failure.
 pub fn fetch_blocking(config: &RecordConfig) -> Option<ServerInfo> {
@@ -277,7 +242,8 @@ pub fn fetch_blocking(config: &RecordConfig) -> Option<ServerInfo> {
         .ok()?;
     runtime.block_on(async {
         let client = build_client(config).ok()?;
-        fetch(&client, &config.base_url, &config_headers(config)).await
+        let headers = request_headers(config).ok()?;
+        fetch(&client, &config.base_url, &headers).await
     })
 }
 
@@ -366,7 +332,7 @@ mod tests {
 
     async fn fetch_config(c: &RecordConfig) -> Option<ServerInfo> {
         let client = build_client(c).unwrap();
-        fetch(&client, &c.base_url, &config_headers(c)).await
+        fetch(&client, &c.base_url, &request_headers(c).unwrap()).await
     }
 
     #[tokio::test]

@@ -6,7 +6,7 @@
 //! lock or channel send per chunk. The whole [`RequestRecord`] leaves once, at the end.
 
 use crate::config::Capture;
-use crate::http::{error_chain, HttpClient};
+use crate::http::{error_chain, read_body, HttpClient};
 use crate::read_clock::ReadClock;
 use bytes::Bytes;
 use events::{truncate_lossy, ERROR_TEXT_LIMIT};
@@ -411,20 +411,9 @@ impl StreamState {
 }
 
 async fn read_error_body(body: &mut Incoming) -> String {
-    let mut collected = Vec::new();
-    while collected.len() < ERROR_TEXT_LIMIT {
-        match body.frame().await {
-            Some(Ok(frame)) => {
-                if let Some(data) = frame.data_ref() {
-                    collected.extend_from_slice(data);
-                }
-            }
-            Some(Err(err)) => {
-                collected.extend_from_slice(format!(" (body read failed: {err})").as_bytes());
-                break;
-            }
-            None => break,
-        }
+    let (mut collected, err) = read_body(body, ERROR_TEXT_LIMIT).await;
+    if let Some(err) = err {
+        collected.extend_from_slice(format!(" (body read failed: {err})").as_bytes());
     }
     if collected.iter().all(u8::is_ascii_whitespace) {
         return "(empty body)".into();

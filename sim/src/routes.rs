@@ -75,17 +75,27 @@ fn error_response(status: StatusCode, kind: &str, message: &str) -> Response<Sim
     json_response(status, body.to_string())
 }
 
-/// llama.cpp's `POST /tokenize`: `{"content": text}` → `{"tokens": [...]}`, one token per
-/// whitespace-separated word (the simulator's prompt token rule).
-async fn tokenize(req: Request<Incoming>) -> Response<SimBody> {
-    let body = match Limited::new(req.into_body(), MAX_REQUEST_BYTES)
+/// A request body of at most [`MAX_REQUEST_BYTES`], or the 400 that refuses it.
+async fn read_body(req: Request<Incoming>) -> Result<Bytes, Response<SimBody>> {
+    match Limited::new(req.into_body(), MAX_REQUEST_BYTES)
         .collect()
         .await
     {
-        Ok(collected) => collected.to_bytes(),
-        Err(err) => {
-            return error_response(StatusCode::BAD_REQUEST, "BadRequestError", &err.to_string())
-        }
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(err) => Err(error_response(
+            StatusCode::BAD_REQUEST,
+            "BadRequestError",
+            &err.to_string(),
+        )),
+    }
+}
+
+/// llama.cpp's `POST /tokenize`: `{"content": text}` → `{"tokens": [...]}`, one token per
+/// whitespace-separated word (the simulator's prompt token rule).
+async fn tokenize(req: Request<Incoming>) -> Response<SimBody> {
+    let body = match read_body(req).await {
+        Ok(body) => body,
+        Err(refusal) => return refusal,
     };
     let value: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
     let Some(text) = value.get("content").and_then(|c| c.as_str()) else {
@@ -124,14 +134,9 @@ async fn completion(
         *refused.status_mut() = StatusCode::BAD_REQUEST;
         return refused;
     }
-    let body = match Limited::new(req.into_body(), MAX_REQUEST_BYTES)
-        .collect()
-        .await
-    {
-        Ok(collected) => collected.to_bytes(),
-        Err(err) => {
-            return error_response(StatusCode::BAD_REQUEST, "BadRequestError", &err.to_string())
-        }
+    let body = match read_body(req).await {
+        Ok(body) => body,
+        Err(refusal) => return refusal,
     };
     let arrival = state.arrivals.fetch_add(1, Ordering::Relaxed) + 1;
     let config = &state.config;
