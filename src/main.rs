@@ -53,8 +53,30 @@ fn error_text(err: &anyhow::Error) -> String {
     text
 }
 
+/// Signal dispositions the commands need, set before any work.
+///
+/// SIGXFSZ is ignored, so a file-size limit (`ulimit -f`) makes a write fail with "File too
+/// large", reported and handled like a full disk, instead of killing the process mid-trace.
+/// Commands that only print (not `record`, `capacity`, `demo` or `sim`, which write to sockets
+/// and must see a closed peer as an error, not die of it) get SIGPIPE's default back, so
+/// `tokentrace protocols aiperf | head` ends quietly with the conventional status 141.
+fn set_signals(command: &Command) {
+    // SAFETY: setting dispositions before any thread starts; SIG_IGN and SIG_DFL are valid
+    // handlers for these signals.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+        if !matches!(
+            command,
+            Command::Record(_) | Command::Capacity(_) | Command::Demo(_) | Command::Sim(_)
+        ) {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    set_signals(&cli.command);
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Record(args) => cmd::record::run(args),

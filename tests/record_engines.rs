@@ -166,30 +166,36 @@ fn url_mistakes_are_named_before_any_load() {
 /// keeps the connection open, then closes it without a byte when a second request arrives on
 /// it: what a client meets when it reuses a keep-alive connection the server has closed.
 fn one_request_per_connection_server(stream_body: &'static str) -> String {
+    server_with_unsent_bytes(stream_body, 0)
+}
+
+/// [`one_request_per_connection_server`] whose streams announce `unsent` more body bytes than
+/// they send: the body stays open after the last event.
+fn server_with_unsent_bytes(stream_body: &'static str, unsent: usize) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {
         for conn in listener.incoming().take(200) {
             let Ok(conn) = conn else { continue };
-            std::thread::spawn(move || serve_once(conn, stream_body));
+            std::thread::spawn(move || serve_once(conn, stream_body, unsent));
         }
     });
     format!("http://{addr}/v1")
 }
 
-fn serve_once(mut conn: TcpStream, stream_body: &str) {
+fn serve_once(mut conn: TcpStream, stream_body: &str, unsent: usize) {
     conn.set_read_timeout(Some(Duration::from_secs(10))).ok();
     let Some(head) = read_request(&mut conn) else {
         return;
     };
-    let (content_type, body) = if head.starts_with("GET") {
-        ("application/json", r#"{"object":"list","data":[]}"#)
+    let (content_type, body, unsent) = if head.starts_with("GET") {
+        ("application/json", r#"{"object":"list","data":[]}"#, 0)
     } else {
-        ("text/event-stream", stream_body)
+        ("text/event-stream", stream_body, unsent)
     };
     let reply = format!(
         "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
+        body.len() + unsent
     );
     if conn.write_all(reply.as_bytes()).is_err() {
         return;
@@ -269,5 +275,60 @@ data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
         for r in &records {
             assert_eq!(r.outcome, outcome, "{:?}", r.error);
         }
+    }
+}
+
+#[test]
+fn an_existing_trace_is_kept_unless_force_is_given() {
+    let server = sim(fast_sim());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.ttrace");
+    let args = ["--requests", "2", "--no-calibrate"];
+    record_ok(&url_of(&server), &out, &args);
+    let before = std::fs::read(&out).unwrap();
+    let output = record(&url_of(&server), &out, &args).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("exists") && stderr.contains("--force"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read(&out).unwrap(),
+        before,
+        "the first trace is untouched"
+    );
+    let mut forced = args.to_vec();
+    forced.push("--force");
+    record_ok(&url_of(&server), &out, &forced);
+    assert_ne!(std::fs::read(&out).unwrap(), before);
+}
+
+#[test]
+fn a_request_ends_at_done_even_when_the_body_stays_open() {
+    let url = server_with_unsent_bytes(COMPLETE_STREAM, 100);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.ttrace");
+    let started = std::time::Instant::now();
+    let args = [
+        "--requests",
+        "2",
+        "--no-calibrate",
+        "--http",
+        "1",
+        "--timeout",
+        "20",
+    ];
+    let (_, records) = record_ok(&url, &out, &args);
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    for r in &records {
+        assert_eq!(r.outcome, Outcome::Ok, "{:?}", r.error);
+        let done = r.chunks.last().unwrap();
+        assert_eq!(done.channel, tokentrace_format::Channel::Done);
+        assert_eq!(r.end_ns, done.arrival_ns, "the request ends at [DONE]");
     }
 }

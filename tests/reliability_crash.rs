@@ -89,6 +89,64 @@ fn sigkill_leaves_every_complete_block_readable() {
 
 #[test]
 fn sigint_finishes_the_trace_with_in_flight_requests_cancelled() {
+    signal_finishes_the_trace("INT");
+}
+
+/// Kubernetes, Docker, systemd, CI cancellation and `timeout` stop a process with SIGTERM.
+#[test]
+fn sigterm_finishes_the_trace_like_sigint() {
+    signal_finishes_the_trace("TERM");
+}
+
+/// A closed terminal sends SIGHUP.
+#[test]
+fn sighup_finishes_the_trace_like_sigint() {
+    signal_finishes_the_trace("HUP");
+}
+
+/// A second signal skips the grace period (here a minute) and still finishes the trace.
+#[test]
+fn a_second_signal_stops_at_once_with_a_readable_trace() {
+    let server = sim(slow_sim());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("twice.tt");
+    let prompts = prompt_file(dir.path(), 8);
+    let args = [
+        "--requests",
+        "100000",
+        "--concurrency",
+        "4",
+        "--max-tokens",
+        "50",
+        "--ignore-eos",
+        "--grace",
+        "60",
+        "--prompts",
+        prompts.to_str().unwrap(),
+    ];
+    let mut child = record_child(&server.base_url(), &out, &args)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2_500));
+    signal(child.id(), "INT");
+    std::thread::sleep(Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    let status = signal_after(&mut child, Duration::ZERO, "TERM", Duration::from_secs(20));
+    assert!(status.success(), "{status}");
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let (json, code) = inspect(&out);
+    assert_eq!(
+        (json["integrity"].as_str(), code),
+        (Some("ok"), 0),
+        "{json}"
+    );
+    let (reader, records) = records_of(&out);
+    assert_eq!(reader.run_end().unwrap().reason, "interrupted");
+    assert!(records.iter().any(|r| r.outcome == Outcome::Cancelled));
+}
+
+fn signal_finishes_the_trace(name: &str) {
     // 50 tokens at 20 ms: a second per request; four in flight at the signal.
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("interrupted.tt");
@@ -101,8 +159,8 @@ fn sigint_finishes_the_trace_with_in_flight_requests_cancelled() {
         "--grace",
         "0.1",
     ];
-    let status = record_then_signal(&out, &args, Duration::from_millis(2_500), "INT", 30);
-    assert!(status.success(), "{status}");
+    let status = record_then_signal(&out, &args, Duration::from_millis(2_500), name, 30);
+    assert!(status.success(), "SIG{name}: {status}");
 
     let (json, code) = inspect(&out);
     assert_eq!(
@@ -175,9 +233,9 @@ fn file_size_limit_is_a_clear_error_and_leaves_a_readable_trace() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("limited.tt");
     let prompts = prompt_file(dir.path(), 8);
-    // The shell ignores SIGXFSZ (inherited across exec), so a write past the limit fails with
-    // EFBIG as it would on a full disk, instead of killing the process.
-    let script = r#"trap '' XFSZ; ulimit -f 128 || exit 99; exec "$0" "$@""#;
+    // SIGXFSZ keeps its default disposition here: the recorder itself must ignore it, so a
+    // write past the limit fails with EFBIG as it would on a full disk.
+    let script = r#"ulimit -f 128 || exit 99; exec "$0" "$@""#;
     let output = std::process::Command::new("sh")
         .args(["-c", script])
         .arg(assert_cmd::cargo::cargo_bin("tokentrace"))

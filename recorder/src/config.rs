@@ -174,6 +174,9 @@ pub struct RecordConfig {
     pub argv: Vec<String>,
     /// Trace file to write.
     pub output: PathBuf,
+    /// Replace `output` when it is an existing file (otherwise the run refuses to start, so no
+    /// earlier trace is lost to a repeated command line).
+    pub overwrite: bool,
     /// Progress display.
     pub progress: ProgressMode,
     /// Tokio worker threads.
@@ -217,6 +220,7 @@ impl RecordConfig {
             labels: BTreeMap::new(),
             argv: Vec::new(),
             output,
+            overwrite: false,
             progress: ProgressMode::Off,
             threads: 2,
             trial: 0,

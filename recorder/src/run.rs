@@ -173,18 +173,21 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
         progress_rx,
     ));
 
+    let mut interrupts = Interrupts::new(config.handle_ctrl_c);
     let mut work = tokio::spawn(drive(shared.clone()));
     let interrupted = tokio::select! {
         _ = &mut work => false,
-        () = interrupt(config.handle_ctrl_c) => true,
+        () = interrupts.next() => true,
     };
     if interrupted {
         shared.request_stop();
         let grace = tokio::time::sleep(config.grace);
         tokio::pin!(grace);
+        // A second signal cuts the grace short; the trace is finished all the same.
         let drained = tokio::select! {
             _ = &mut work => true,
             () = &mut grace => false,
+            () = interrupts.next() => false,
         };
         if !drained {
             // Sweep until every task has ended: a request may register after a sweep.
@@ -277,12 +280,55 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
     })
 }
 
-/// Resolves on Ctrl-C when enabled; never otherwise.
-async fn interrupt(enabled: bool) {
-    if enabled && tokio::signal::ctrl_c().await.is_ok() {
-        return;
+/// The signals that stop a run the way Ctrl-C does: SIGINT, SIGTERM (sent by Kubernetes,
+/// Docker, systemd, CI cancellation and `timeout`) and SIGHUP (a closed terminal). The
+/// handlers are installed once, before the load starts, so no signal finds the default
+/// disposition (which would end the process with the trace unfinished).
+struct Interrupts {
+    #[cfg(unix)]
+    signals: Option<[tokio::signal::unix::Signal; 3]>,
+    #[cfg(not(unix))]
+    enabled: bool,
+}
+
+impl Interrupts {
+    /// Installs the handlers when `enabled`; otherwise [`Interrupts::next`] never resolves.
+    fn new(enabled: bool) -> Interrupts {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let signals = enabled
+                .then(|| {
+                    Some([
+                        signal(SignalKind::interrupt()).ok()?,
+                        signal(SignalKind::terminate()).ok()?,
+                        signal(SignalKind::hangup()).ok()?,
+                    ])
+                })
+                .flatten();
+            Interrupts { signals }
+        }
+        #[cfg(not(unix))]
+        Interrupts { enabled }
     }
-    std::future::pending::<()>().await
+
+    /// Resolves at the next signal.
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        if let Some([int, term, hup]) = &mut self.signals {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+                _ = hup.recv() => {}
+            }
+            return;
+        }
+        #[cfg(not(unix))]
+        if self.enabled && tokio::signal::ctrl_c().await.is_ok() {
+            return;
+        }
+        std::future::pending::<()>().await
+    }
 }
 
 fn validate(config: &RecordConfig) -> Result<(), RecordError> {
@@ -315,6 +361,12 @@ fn validate(config: &RecordConfig) -> Result<(), RecordError> {
             }
         }
         Load::Closed { .. } => {}
+    }
+    if !config.overwrite && config.output.is_file() {
+        return Err(RecordError::Config(format!(
+            "{} exists; give --force to replace it, or another -o",
+            config.output.display()
+        )));
     }
     if config.line_limit < 64 {
         return bad("the SSE line limit must be at least 64 bytes");

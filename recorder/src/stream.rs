@@ -127,6 +127,9 @@ fn build_request(ctx: &StreamContext, spec: &RequestSpec) -> Request<Full<Bytes>
     request
 }
 
+/// How long the body may stay open after `[DONE]` before the request lets the connection go.
+const DONE_DRAIN: Duration = Duration::from_millis(500);
+
 /// A failed send is retried when the connection had served an earlier response (its clock
 /// holds a read from before this send), nothing arrived for this request, and the failure came
 /// within this long: the signature of a keep-alive connection the server had closed (an
@@ -305,6 +308,7 @@ impl StreamState {
             }
         }
         let mut body = response.into_body();
+        let mut draining = false;
         if self.record.http_status >= 400 {
             let text = tokio::select! {
                 biased;
@@ -358,6 +362,16 @@ impl StreamState {
                     }
                     if !had_output && self.first_output && ttft_deadline.is_some() {
                         sleep.as_mut().reset(total_deadline);
+                    }
+                    if self.done && !draining {
+                        // The request ended at `[DONE]`. The body's own end usually follows at
+                        // once (and lets the connection be reused); a server that keeps the
+                        // body open gets a short wait, then the connection is dropped.
+                        draining = true;
+                        let drained_by = Instant::now() + DONE_DRAIN;
+                        if drained_by < sleep.deadline() {
+                            sleep.as_mut().reset(drained_by);
+                        }
                     }
                 }
             }

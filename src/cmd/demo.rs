@@ -51,6 +51,8 @@ fn recording(base_url: String, args: &Args) -> RecordConfig {
         concurrency: args.concurrency,
     };
     config.seed = 7;
+    // The demo writes the same file at every run, by design.
+    config.overwrite = true;
     config.progress = ProgressMode::Auto;
     config.handle_ctrl_c = true;
     config.argv = std::env::args().collect();

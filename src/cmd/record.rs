@@ -35,6 +35,9 @@ pub struct Args {
     /// (so server logs join the trace), or `none` to send no id.
     #[arg(long, value_name = "NAME|none", default_value = "x-request-id")]
     request_id_header: String,
+    /// Replace the output file when it exists (without it the run refuses to start).
+    #[arg(long)]
+    force: bool,
     /// Do not calibrate synthetic prompts against the server: use a local estimate of tokens
     /// per word (recorded as such in the manifest).
     #[arg(long)]
@@ -96,9 +99,10 @@ pub struct Args {
     /// Gamma shape for --arrival gamma (< 1 burstier than Poisson, > 1 smoother).
     #[arg(long, default_value_t = 1.0)]
     burstiness: f64,
-    /// Whole-request timeout in seconds.
-    #[arg(long, value_name = "SECONDS")]
-    timeout: Option<f64>,
+    /// Whole-request timeout in seconds (0: none). Calibration probes and tokenizer calls
+    /// obey it too.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_TIMEOUT_S)]
+    timeout: f64,
     /// Timeout until the first output, in seconds.
     #[arg(long, value_name = "SECONDS")]
     ttft_timeout: Option<f64>,
@@ -174,6 +178,10 @@ enum ProgressArg {
     Off,
 }
 
+/// The default whole-request timeout: ten minutes, longer than any sane generation, so that
+/// no stalled server holds a run forever.
+const DEFAULT_TIMEOUT_S: f64 = 600.0;
+
 fn seconds(name: &str, value: Option<f64>) -> anyhow::Result<Option<Duration>> {
     value
         .map(|s| {
@@ -209,6 +217,7 @@ fn config_from(args: Args) -> anyhow::Result<RecordConfig> {
     config.request_id_header =
         (!args.request_id_header.eq_ignore_ascii_case("none")).then_some(args.request_id_header);
     config.no_calibrate = args.no_calibrate;
+    config.overwrite = args.force;
     config.http = match args.http {
         HttpArg::Auto => HttpVersion::Auto,
         HttpArg::One => HttpVersion::Http1,
@@ -269,7 +278,7 @@ fn config_from(args: Args) -> anyhow::Result<RecordConfig> {
             concurrency: args.concurrency,
         },
     };
-    config.timeout = seconds("--timeout", args.timeout)?;
+    config.timeout = seconds("--timeout", Some(args.timeout).filter(|s| *s != 0.0))?;
     config.ttft_timeout = seconds("--ttft-timeout", args.ttft_timeout)?;
     config.grace = seconds("--grace", Some(args.grace))?.unwrap_or_default();
     config.capture = match args.capture {
