@@ -332,3 +332,36 @@ fn a_request_ends_at_done_even_when_the_body_stays_open() {
         assert_eq!(r.end_ns, done.arrival_ns, "the request ends at [DONE]");
     }
 }
+
+/// A server that accepts connections and reads requests, and never answers.
+fn silent_server() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().take(50) {
+            let Ok(mut conn) = conn else { continue };
+            std::thread::spawn(move || {
+                conn.set_read_timeout(Some(Duration::from_secs(60))).ok();
+                let mut buf = [0u8; 4096];
+                while matches!(conn.read(&mut buf), Ok(n) if n > 0) {}
+            });
+        }
+    });
+    format!("http://{addr}/v1")
+}
+
+#[test]
+fn a_server_that_never_answers_ends_the_run_within_the_timeout() {
+    let url = silent_server();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.ttrace");
+    let started = std::time::Instant::now();
+    let output = record(&url, &out, &["--requests", "2", "--timeout", "2"])
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("no answer within 2 s"), "{stderr}");
+    assert!(took < Duration::from_secs(8), "{took:?}");
+}

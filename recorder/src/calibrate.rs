@@ -32,6 +32,9 @@ pub const PROBE_ID_BASE: u64 = 1 << 61;
 /// Whole-request limit of one probe when the run sets none.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// Longest wait for one tokenizer call.
+const TOKENIZE_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// At most this many measurements per strategy.
 const MAX_PROBES: usize = 5;
 
@@ -180,10 +183,10 @@ async fn by_usage(
     config: &RecordConfig,
     target: u32,
 ) -> Result<Calibration, Failure> {
-    // Probes are not measured: the run's TTFT limit would only make them fail on a slow
-    // prefill, so they get the run's whole-request limit (or a generous one) instead.
+    // Probes obey the run's timeouts (their prompts are as long as the run's, so a TTFT limit
+    // too tight for them is too tight for the run), with a limit of their own when the run
+    // sets none.
     let mut probe_ctx = ctx.clone();
-    probe_ctx.ttft_timeout = None;
     probe_ctx.timeout = Some(ctx.timeout.unwrap_or(PROBE_TIMEOUT));
     let mut search = Search::new(target);
     for attempt in 0..MAX_PROBES {
@@ -276,7 +279,9 @@ async fn by_tokenize_at(
     let uri: hyper::Uri = url
         .parse()
         .map_err(|e| Failure::Unusable(format!("{url}: {e}")))?;
-    let timeout = ctx.timeout.unwrap_or(Duration::from_secs(30));
+    let timeout = ctx
+        .timeout
+        .map_or(TOKENIZE_TIMEOUT, |t| t.min(TOKENIZE_TIMEOUT));
     let mut search = Search::new(target);
     for attempt in 0..MAX_PROBES {
         let text = synthetic(config.seed, PROBE_ID_BASE + attempt as u64, search.words);

@@ -5,11 +5,11 @@ use crate::calibrate::{calibrate, Method};
 use crate::config::{Api, Load, ProgressMode, PromptSource, RecordConfig};
 use crate::error::RecordError;
 use crate::health::{process_usage, LagProbe};
-use crate::http::{build_client, build_fresh_client, error_chain, request_headers, HttpClient};
+use crate::http::{build_client, build_fresh_client, fetch, request_headers, HttpClient};
 use crate::load::{drive, LoadShared, PromptPlan};
 use crate::progress::{display, LiveStats};
 use crate::stream::StreamContext;
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::header::{HeaderMap, HeaderName};
 use hyper::{Request, Uri};
 use serde_json::{json, Value};
@@ -75,7 +75,12 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
     let uri: Uri = format!("{base}/{endpoint}")
         .parse()
         .map_err(|e| RecordError::Config(format!("--url {base}: {e}")))?;
-    preflight(&client, &base, &headers).await?;
+    // No answer to a small GET within 15 s (or the run's own request timeout, when shorter)
+    // means no answer to the load either.
+    let preflight_limit = config
+        .timeout
+        .map_or(PREFLIGHT_TIMEOUT, |t| t.min(PREFLIGHT_TIMEOUT));
+    preflight(&client, &base, &headers, preflight_limit).await?;
     // What the server says about itself (bounded, never fails the run).
     let server_info = crate::server_info::fetch(&client, &base, &headers).await;
 
@@ -411,15 +416,16 @@ async fn preflight(
     client: &HttpClient,
     base: &str,
     headers: &HeaderMap,
+    limit: Duration,
 ) -> Result<(), RecordError> {
-    let status = get_status(client, base, headers)
+    let status = get_status(client, base, headers, limit)
         .await?
         .map_err(RecordError::Unreachable)?;
     if status != 404 {
         return Ok(());
     }
     for candidate in base_url_candidates(base) {
-        if let Ok(Ok(200..=299)) = get_status(client, &candidate, headers).await {
+        if let Ok(Ok(200..=299)) = get_status(client, &candidate, headers, limit).await {
             return Err(RecordError::Config(format!(
                 "--url {base}: GET {base}/models answered HTTP 404, but {candidate}/models \
                  answers: use --url {candidate}"
@@ -444,12 +450,16 @@ fn base_url_candidates(base: &str) -> Vec<String> {
     candidates
 }
 
-/// The status of `GET {base}/models` (the outer error: the URL does not parse; the inner one:
-/// no answer).
+/// Longest wait for the preflight's answer.
+const PREFLIGHT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The status of `GET {base}/models` within `limit` (the outer error: the URL does not parse;
+/// the inner one: no answer).
 async fn get_status(
     client: &HttpClient,
     base: &str,
     headers: &HeaderMap,
+    limit: Duration,
 ) -> Result<Result<u16, String>, RecordError> {
     let uri: Uri = format!("{base}/models")
         .parse()
@@ -458,16 +468,10 @@ async fn get_status(
     *request.uri_mut() = uri;
     *request.headers_mut() = headers.clone();
     request.headers_mut().remove("content-type");
-    let answer = match tokio::time::timeout(Duration::from_secs(15), client.request(request)).await
-    {
-        Err(_) => return Ok(Err(format!("{base}: no answer within 15 s"))),
-        Ok(Err(e)) => return Ok(Err(format!("{base}: {}", error_chain(&e)))),
-        Ok(Ok(response)) => response,
-    };
-    let status = answer.status().as_u16();
-    // Drain the small body so the connection returns to the pool.
-    let _ = tokio::time::timeout(Duration::from_secs(5), answer.into_body().collect()).await;
-    Ok(Ok(status))
+    // The body is read (and dropped) so the connection returns to the pool.
+    Ok(fetch(client, request, limit, 1 << 16)
+        .await
+        .map(|(status, _)| status))
 }
 
 fn host_name() -> String {
