@@ -365,3 +365,21 @@ fn a_server_that_never_answers_ends_the_run_within_the_timeout() {
     assert!(stderr.contains("no answer within 2 s"), "{stderr}");
     assert!(took < Duration::from_secs(8), "{took:?}");
 }
+
+#[test]
+fn a_run_of_no_requests_quotes_no_cost_per_chunk() {
+    let server = sim(fast_sim());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.ttrace");
+    let output = record(
+        &url_of(&server),
+        &out,
+        &["--requests", "0", "--no-calibrate"],
+    )
+    .output()
+    .unwrap();
+    assert!(output.status.success());
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("no chunks recorded"), "{stdout}");
+    assert!(!stdout.contains("per chunk"), "{stdout}");
+}

@@ -326,7 +326,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     );
     let health = &summary.client_health;
     let number = |key: &str| health.get(key).and_then(|v| v.as_f64()).unwrap_or(0.0);
-    let chunks = number("chunks").max(1.0);
+    if summary.chunks == 0 {
+        // No chunk, no per-chunk cost to speak of.
+        println!(
+            "client: {:.0} ms CPU, peak RSS {:.1} MiB, no chunks recorded",
+            number("cpu_ns") / 1e6,
+            number("max_rss_bytes") / 1048576.0,
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let chunks = number("chunks");
     println!(
         "client: {:.3} us CPU per chunk ({:.3} us user), {:.0} ms CPU, peak RSS {:.1} MiB (before load {:.1} MiB), \
          max scheduling lag {:.2} ms, writer back-pressure {}",
