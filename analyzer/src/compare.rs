@@ -170,6 +170,89 @@ pub fn bootstrap_median_diff(xs: &[f64], ys: &[f64], o: &CompareOptions) -> Opti
     ))
 }
 
+/// The failure rates of two runs: requests of the counted phases whose outcome the protocol
+/// does not count as a success, and whether the rates differ beyond noise.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailureChange {
+    /// Failed requests (A, B).
+    pub failed: (u64, u64),
+    /// Requests of the counted phases (A, B).
+    pub total: (u64, u64),
+    /// Two-sided p-value of the two-proportion z-test (None when a side has no request).
+    pub p_value: Option<f64>,
+    /// p < 1 - confidence.
+    pub beyond_noise: bool,
+    /// `higher`/`lower` when beyond noise, else `same`.
+    pub direction: &'static str,
+}
+
+impl FailureChange {
+    /// Failure rate of A and of B (None for a side without requests).
+    pub fn rates(&self) -> (Option<f64>, Option<f64>) {
+        let rate = |f: u64, n: u64| (n > 0).then(|| f as f64 / n as f64);
+        (
+            rate(self.failed.0, self.total.0),
+            rate(self.failed.1, self.total.1),
+        )
+    }
+
+    /// As JSON.
+    pub fn to_json(&self) -> Value {
+        let (ra, rb) = self.rates();
+        json!({
+            "failed": [self.failed.0, self.failed.1],
+            "requests": [self.total.0, self.total.1],
+            "rate": [number(ra), number(rb)],
+            "p_value": number(self.p_value),
+            "beyond_noise": self.beyond_noise,
+            "direction": self.direction,
+        })
+    }
+}
+
+/// Compares the failure rates of `a` and `b` with a two-proportion z-test.
+pub fn compare_failures(
+    a: &Analysis<'_>,
+    b: &Analysis<'_>,
+    options: &CompareOptions,
+) -> FailureChange {
+    let count = |x: &Analysis<'_>| {
+        let failed = x.failed.len() as u64;
+        (failed, failed + x.counted.len() as u64)
+    };
+    let ((fa, na), (fb, nb)) = (count(a), count(b));
+    let p_value = two_proportion_p(fa, na, fb, nb);
+    let beyond_noise = p_value.is_some_and(|p| p < 1.0 - options.confidence);
+    let direction = match (beyond_noise, fb as f64 * na as f64 > fa as f64 * nb as f64) {
+        (false, _) => "same",
+        (true, true) => "higher",
+        (true, false) => "lower",
+    };
+    FailureChange {
+        failed: (fa, fb),
+        total: (na, nb),
+        p_value,
+        beyond_noise,
+        direction,
+    }
+}
+
+/// Two-sided p-value that `fa` of `na` and `fb` of `nb` come from one rate (pooled
+/// two-proportion z-test); 1 when both rates are 0 or both 1.
+pub fn two_proportion_p(fa: u64, na: u64, fb: u64, nb: u64) -> Option<f64> {
+    if na == 0 || nb == 0 {
+        return None;
+    }
+    let (na_f, nb_f) = (na as f64, nb as f64);
+    let pooled = (fa + fb) as f64 / (na_f + nb_f);
+    let se = (pooled * (1.0 - pooled) * (1.0 / na_f + 1.0 / nb_f)).sqrt();
+    if se <= 0.0 || se.is_nan() {
+        return Some(1.0);
+    }
+    let z = (fb as f64 / nb_f - fa as f64 / na_f).abs() / se;
+    Some(erfc(z / std::f64::consts::SQRT_2).min(1.0))
+}
+
 /// Two-sided Mann-Whitney U p-value (normal approximation with tie and continuity
 /// corrections) of two ascending samples.
 pub fn mann_whitney_p(xs: &[f64], ys: &[f64]) -> Option<f64> {
@@ -244,6 +327,19 @@ mod tests {
     /// The same test as scipy.stats.mannwhitneyu(method="asymptotic", use_continuity=True),
     /// evaluated in Python with math.erfc: 0.012185780355344818 and, with ties,
     /// 0.13665824773814753.
+    #[test]
+    fn two_proportions_like_statsmodels() {
+        // statsmodels.stats.proportion.proportions_ztest([2, 18], [20, 20]):
+        // z = -5.0596, p = 4.2e-07.
+        let p = two_proportion_p(2, 20, 18, 20).unwrap();
+        assert!((p - 4.2e-7).abs() < 1e-7, "{p}");
+        assert_eq!(two_proportion_p(0, 20, 0, 20), Some(1.0));
+        assert_eq!(two_proportion_p(20, 20, 20, 20), Some(1.0));
+        assert_eq!(two_proportion_p(0, 0, 3, 20), None);
+        // One failure in 20 against none: within noise at 95 %.
+        assert!(two_proportion_p(0, 20, 1, 20).unwrap() > 0.05);
+    }
+
     #[test]
     fn mann_whitney_matches_scipy_asymptotic() {
         let p = mann_whitney_p(&[1.0, 2.0, 3.0, 4.0, 5.0], &[6.0, 7.0, 8.0, 9.0, 10.0]).unwrap();

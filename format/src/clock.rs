@@ -100,3 +100,45 @@ mod tests {
         assert!(anchor.elapsed_ns() < 10_000_000_000);
     }
 }
+
+/// `realtime_ns` (ns since the Unix epoch) as `YYYY-MM-DD HH:MM:SS UTC`, for people.
+pub fn utc_text(realtime_ns: u64) -> String {
+    let secs = realtime_ns / 1_000_000_000;
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // Howard Hinnant's civil_from_days, for days since 1970-01-01 (never negative here).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        rest / 3_600,
+        rest % 3_600 / 60,
+        rest % 60
+    )
+}
+
+#[cfg(test)]
+mod utc_tests {
+    use super::utc_text;
+
+    #[test]
+    fn dates_as_python_prints_them() {
+        // datetime.fromtimestamp(t, timezone.utc) for each t.
+        assert_eq!(utc_text(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(
+            utc_text(1_764_374_400_000_000_000),
+            "2025-11-29 00:00:00 UTC"
+        );
+        assert_eq!(utc_text(951_782_400_000_000_000), "2000-02-29 00:00:00 UTC");
+        assert_eq!(
+            utc_text(1_796_111_714_790_201_628),
+            "2026-12-01 07:55:14 UTC"
+        );
+    }
+}

@@ -6,9 +6,10 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tokentrace_analyzer::analysis::{self, Analysis};
-use tokentrace_analyzer::compare::{self, CompareOptions, MetricChange};
-use tokentrace_analyzer::dataset::Dataset;
+use tokentrace_analyzer::compare::{self, CompareOptions, FailureChange, MetricChange};
+use tokentrace_analyzer::dataset::{Dataset, TraceInfo};
 use tokentrace_analyzer::protocol::builtin;
+use tokentrace_format::clock::utc_text;
 
 /// Arguments of `tokentrace diff`.
 #[derive(clap::Args)]
@@ -61,35 +62,99 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ..CompareOptions::default()
     };
     let changes = compare::compare(&aa, &ab, &compare_options);
+    let failures = compare::compare_failures(&aa, &ab, &compare_options);
+    let mut warnings = Vec::new();
+    for (side, analysis) in [("A", &aa), ("B", &ab)] {
+        warnings.extend(side_warnings(side, analysis));
+    }
     let mut out = std::io::stdout().lock();
     if args.json {
         let value = serde_json::json!({
             "protocol": protocol.name,
             "a": a.traces[0].label,
             "b": b.traces[0].label,
+            "runs": [run_json(&a.traces[0]), run_json(&b.traces[0])],
             "confidence": args.confidence,
             "resamples": args.resamples,
+            "failures": failures.to_json(),
             "metrics": changes.iter().map(MetricChange::to_json).collect::<Vec<_>>(),
+            "warnings": warnings,
         });
         serde_json::to_writer_pretty(&mut out, &value)?;
         writeln!(out)?;
     } else {
+        writeln!(out, "A = {}", run_label(&a.traces[0]))?;
+        writeln!(out, "B = {}", run_label(&b.traces[0]))?;
+        for warning in &warnings {
+            writeln!(out, "warning: {warning}")?;
+        }
         write!(
             out,
             "{}",
-            table(
-                &protocol.name,
-                &a.traces[0].label,
-                &b.traces[0].label,
-                &changes,
-                args.confidence
-            )
+            table(&protocol.name, &failures, &changes, args.confidence)
         )?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn table(protocol: &str, a: &str, b: &str, changes: &[MetricChange], confidence: f64) -> String {
+/// What a reader must know before trusting one side: damage, or nothing to compare.
+fn side_warnings(side: &str, analysis: &Analysis<'_>) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for &t in &analysis.traces {
+        let trace = &analysis.dataset.traces[t as usize];
+        if trace.integrity == "corrupt" {
+            warnings.push(format!(
+                "{side} ({}) is damaged: {}; its figures cover only the blocks that could be read",
+                trace.label,
+                trace.warnings.join("; ")
+            ));
+        }
+    }
+    if analysis.counted.is_empty() {
+        warnings.push(format!(
+            "{side} has no successful request ({} failed): its latency figures are empty, and only \
+             the failure rate compares",
+            analysis.failed.len()
+        ));
+    }
+    warnings
+}
+
+/// A side named by its run: file name, start time and labels.
+fn run_label(trace: &TraceInfo) -> String {
+    let m = &trace.manifest;
+    let mut label = trace.label.clone();
+    let mut facts = Vec::new();
+    if m.start_realtime_ns > 0 {
+        facts.push(format!("started {}", utc_text(m.start_realtime_ns)));
+    }
+    if !m.model.is_empty() {
+        facts.push(format!("model {}", m.model));
+    }
+    facts.extend(m.labels.iter().map(|(k, v)| format!("{k}={v}")));
+    if !facts.is_empty() {
+        label.push_str(&format!(" ({})", facts.join(", ")));
+    }
+    label
+}
+
+fn run_json(trace: &TraceInfo) -> serde_json::Value {
+    let m = &trace.manifest;
+    serde_json::json!({
+        "file": trace.label,
+        "start_realtime_ns": m.start_realtime_ns,
+        "model": m.model,
+        "labels": m.labels,
+        "integrity": trace.integrity,
+    })
+}
+
+fn table(
+    protocol: &str,
+    failures: &FailureChange,
+    changes: &[MetricChange],
+    confidence: f64,
+) -> String {
     let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
     let width = changes
         .iter()
@@ -97,7 +162,26 @@ fn table(protocol: &str, a: &str, b: &str, changes: &[MetricChange], confidence:
         .max()
         .unwrap_or(6)
         .max(6);
-    let mut s = format!("protocol {protocol} · A = {a} · B = {b}\n");
+    let mut s = format!("protocol {protocol}\n");
+    let (ra, rb) = failures.rates();
+    let pct = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{:.1}%", r * 100.0));
+    let verdict = if failures.beyond_noise {
+        format!("{} (beyond noise)", failures.direction)
+    } else {
+        "within noise".into()
+    };
+    s += &format!(
+        "failed: A {} of {} ({}), B {} of {} ({}), p {} · {verdict}\n",
+        failures.failed.0,
+        failures.total.0,
+        pct(ra),
+        failures.failed.1,
+        failures.total.1,
+        pct(rb),
+        failures
+            .p_value
+            .map_or("-".to_string(), |p| format!("{p:.4}")),
+    );
     s += &format!(
         "{:<width$} {:>11} {:>11} {:>9} {:>25} {:>9}  verdict\n",
         "metric",
@@ -114,7 +198,9 @@ fn table(protocol: &str, a: &str, b: &str, changes: &[MetricChange], confidence:
         let ci = c
             .median_diff_ci
             .map_or("-".to_string(), |(lo, hi)| format!("[{lo:.3}, {hi:.3}]"));
-        let verdict = if c.beyond_noise {
+        let verdict = if c.samples.0 == 0 || c.samples.1 == 0 {
+            "no samples on one side".into()
+        } else if c.beyond_noise {
             format!("{} (beyond noise)", c.direction)
         } else {
             "within noise".into()
