@@ -170,3 +170,50 @@ fn redact_of_a_killed_trace_gets_a_run_end() {
     let reader = TraceReader::open(&copy).unwrap();
     assert_eq!(reader.run_end().unwrap().reason, UNFINISHED_REASON);
 }
+
+/// A trace with a corrupt block: refused (exit 1, nothing written), or with `--allow-damage`
+/// copied with the damage recorded, so the copy never claims more than its input had.
+#[test]
+fn redact_refuses_a_damaged_trace_or_records_its_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = common::fixtures().join("../golden/finished.trace");
+    let mut bytes = std::fs::read(&input).unwrap();
+    let reader = TraceReader::open(&input).unwrap();
+    let second = reader.block_info(1).unwrap().offset as usize;
+    // A payload byte of the second block: its checksum no longer matches.
+    bytes[second + 40] ^= 0xff;
+    let damaged = dir.path().join("damaged.trace");
+    std::fs::write(&damaged, bytes).unwrap();
+    let (json, _) = inspect(&damaged);
+    assert_eq!(json["integrity"], "corrupt", "{json}");
+
+    let copy = dir.path().join("copy.trace");
+    let refused = redact(&damaged, &copy, &[]);
+    assert_eq!(refused.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("damaged") && stderr.contains("--allow-damage"),
+        "{stderr}"
+    );
+    assert!(!copy.exists(), "nothing is written");
+
+    let allowed = redact(&damaged, &copy, &["--allow-damage"]);
+    assert_eq!(allowed.status.code(), Some(1));
+    let reader = TraceReader::open(&copy).unwrap();
+    let reason = &reader.run_end().unwrap().reason;
+    assert!(
+        reason.contains("damaged trace: 1 block(s) lost"),
+        "{reason}"
+    );
+    let marker = &reader.manifest().extra["redaction"];
+    assert!(
+        marker["input_damage"].as_str().unwrap().contains("block 1"),
+        "{marker}"
+    );
+    let (json, _) = inspect(&copy);
+    let (original, _) = inspect(&damaged);
+    assert_eq!(
+        json["requests"], original["requests"],
+        "the copy holds what could be read"
+    );
+}

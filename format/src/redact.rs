@@ -95,9 +95,53 @@ pub fn mark_manifest(manifest: &mut Manifest, options: RedactOptions) {
     );
 }
 
-/// Writes a redacted copy of `input` to `output`. Blocks of the input that cannot be decoded
-/// are left out and counted in [`RedactStats::blocks_skipped`]; a trace without a run end gets
-/// one whose reason is [`UNFINISHED_REASON`].
+/// What is damaged in a trace: its corrupt frames (found when it was opened) and the blocks
+/// that pass their checksums but do not decode. None for an undamaged trace; a trace a killed
+/// writer left (no footer, an incomplete last frame) is not damaged.
+pub fn damage(reader: &TraceReader) -> Option<Damage> {
+    let mut lost = 0u64;
+    let mut first = None;
+    if let crate::Integrity::Corrupt { skipped, .. } = reader.integrity() {
+        for s in skipped.iter().filter(|s| s.corrupt) {
+            lost += 1;
+            first.get_or_insert_with(|| {
+                format!("block {} at byte {}: {}", s.block, s.offset, s.reason)
+            });
+        }
+    }
+    for i in 0..reader.block_count() {
+        if let Err(err) = reader.decode_block(i) {
+            lost += 1;
+            first.get_or_insert_with(|| format!("block {i}: {err}"));
+        }
+    }
+    first.map(|first| Damage { lost, first })
+}
+
+/// Damage found in a trace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    /// Damaged frames and undecodable blocks.
+    pub lost: u64,
+    /// The first of them, described.
+    pub first: String,
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} damaged block(s), the first {}",
+            self.lost, self.first
+        )
+    }
+}
+
+/// Writes a redacted copy of `input` to `output`. Blocks of the input that cannot be read are
+/// left out and counted in [`RedactStats::blocks_skipped`]; the copy then says so, in its
+/// manifest (`extra.redaction.input_damage`) and its run end's reason, so it never claims more
+/// than its input had. A trace without a run end gets one whose reason is
+/// [`UNFINISHED_REASON`].
 pub fn redact_trace(
     input: &Path,
     output: &Path,
@@ -118,8 +162,12 @@ pub fn redact_trace(
         ));
     }
     let reader = TraceReader::open(input)?;
+    let damage = damage(&reader);
     let mut manifest = reader.manifest().clone();
     mark_manifest(&mut manifest, options);
+    if let (Some(damage), Some(marker)) = (&damage, manifest.extra.get_mut("redaction")) {
+        marker["input_damage"] = serde_json::json!(damage.to_string());
+    }
     let writer = TraceWriter::create(
         output,
         reader.header().clone(),
@@ -130,12 +178,9 @@ pub fn redact_trace(
     let mut stats = RedactStats::default();
     let mut last_end_ns = 0;
     for i in 0..reader.block_count() {
-        let block = match reader.decode_block(i) {
-            Ok(block) => block,
-            Err(_) => {
-                stats.blocks_skipped += 1;
-                continue;
-            }
+        // Counted by `damage` above.
+        let Ok(block) = reader.decode_block(i) else {
+            continue;
         };
         for r in 0..block.requests.len() {
             let mut record = block.record(r);
@@ -146,7 +191,7 @@ pub fn redact_trace(
         }
     }
     drop(sender);
-    let end = match reader.run_end() {
+    let mut end = match reader.run_end() {
         Some(end) => end.clone(),
         None => RunEnd {
             end_ns: last_end_ns,
@@ -154,6 +199,13 @@ pub fn redact_trace(
             ..RunEnd::default()
         },
     };
+    if let Some(damage) = &damage {
+        stats.blocks_skipped = damage.lost;
+        end.reason = format!(
+            "{} (a redacted copy of a damaged trace: {} block(s) lost)",
+            end.reason, damage.lost
+        );
+    }
     writer.finish(end)?;
     Ok(stats)
 }

@@ -6,7 +6,7 @@
 use anyhow::{bail, Context};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use tokentrace_format::redact::{redact_trace, RedactOptions};
+use tokentrace_format::redact::{damage, redact_trace, RedactOptions};
 
 /// Arguments of `tokentrace redact`.
 #[derive(clap::Args)]
@@ -21,6 +21,10 @@ pub struct Args {
     /// Overwrite the output if it exists.
     #[arg(long)]
     pub force: bool,
+    /// Copy a damaged trace too (what can be read; the copy records the damage). Without it a
+    /// damaged input is refused with exit status 1 and nothing is written.
+    #[arg(long)]
+    pub allow_damage: bool,
 }
 
 /// Runs `tokentrace redact`. Exit status 0 when every block was copied, 1 when damaged blocks of
@@ -31,6 +35,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "{} exists; pass --force to overwrite it",
             args.output.display()
         );
+    }
+    if !args.allow_damage {
+        let reader = tokentrace_format::TraceReader::open(&args.input)
+            .with_context(|| format!("cannot read {}", args.input.display()))?;
+        if let Some(damage) = damage(&reader) {
+            eprintln!(
+                "error: {} is damaged ({damage}); nothing written. Give --allow-damage to copy \
+                 what can be read (the copy records the damage).",
+                args.input.display()
+            );
+            return Ok(ExitCode::from(1));
+        }
     }
     let options = RedactOptions {
         strip_errors: args.strip_errors,
@@ -52,7 +68,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     );
     if stats.blocks_skipped > 0 {
         eprintln!(
-            "warning: {} damaged block(s) of {} could not be read and are not in the copy",
+            "warning: {} damaged block(s) of {} could not be read and are not in the copy \
+             (its manifest and run end say so)",
             stats.blocks_skipped,
             args.input.display()
         );
