@@ -124,6 +124,11 @@ fn http_429_is_an_http_error() {
     assert!(bad
         .iter()
         .all(|r| r.http_status == 429 && r.chunks.is_empty()));
+    // When to ask again is kept with the refusal.
+    for r in &bad {
+        let retry_after = r.response_headers.iter().find(|(n, _)| n == "retry-after");
+        assert_eq!(retry_after.map(|(_, v)| v.as_str()), Some("1"), "{r:?}");
+    }
 }
 
 #[test]

@@ -21,12 +21,13 @@ use crate::writer::{TraceWriter, WriterConfig};
 use std::path::Path;
 
 /// Response headers whose values are timings, counters or request ids, never credentials.
-pub const KEPT_HEADER_VALUES: [&str; 5] = [
+pub const KEPT_HEADER_VALUES: [&str; 6] = [
     "x-request-id",
     "server-timing",
     "openai-processing-ms",
     "x-ratelimit-remaining-requests",
     "x-ratelimit-remaining-tokens",
+    "retry-after",
 ];
 
 /// What replaces a removed header value or error text.

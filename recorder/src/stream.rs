@@ -23,12 +23,14 @@ use tokentrace_sse::parser::{SseError, SseParser};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-/// Response headers kept in the trace (lower-case names).
-const KEPT_HEADERS: [&str; 4] = [
+/// Response headers kept in the trace (lower-case names). `retry-after` comes with a 429 or
+/// 503 and says when the server wants to be asked again.
+const KEPT_HEADERS: [&str; 5] = [
     "x-request-id",
     "server-timing",
     "openai-processing-ms",
     "x-ratelimit-remaining-requests",
+    "retry-after",
 ];
 
 /// What every request of a run shares.
