@@ -101,8 +101,8 @@ mod tests {
     }
 }
 
-/// `realtime_ns` (ns since the Unix epoch) as `YYYY-MM-DD HH:MM:SS UTC`, for people.
-pub fn utc_text(realtime_ns: u64) -> String {
+/// `2026-09-05T03:46:17Z` from ns since the Unix epoch (whole seconds, UTC).
+pub fn utc_iso8601(realtime_ns: u64) -> String {
     let secs = realtime_ns / 1_000_000_000;
     let (days, rest) = (secs / 86_400, secs % 86_400);
     // Howard Hinnant's civil_from_days, for days since 1970-01-01 (never negative here).
@@ -116,11 +116,18 @@ pub fn utc_text(realtime_ns: u64) -> String {
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
     format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
         rest / 3_600,
         rest % 3_600 / 60,
         rest % 60
     )
+}
+
+/// `realtime_ns` as `YYYY-MM-DD HH:MM:SS UTC`, for people.
+pub fn utc_text(realtime_ns: u64) -> String {
+    utc_iso8601(realtime_ns)
+        .replace('T', " ")
+        .replace('Z', " UTC")
 }
 
 #[cfg(test)]

@@ -64,27 +64,7 @@ pub fn values_of(analysis: &Analysis<'_>, r: &RequestFacts) -> Map<String, Value
     out
 }
 
-/// `2026-09-05T03:46:17Z` from ns since the Unix epoch (whole seconds, UTC).
-pub fn utc_iso8601(ns: u64) -> String {
-    let secs = ns / 1_000_000_000;
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
-}
+pub use tokentrace_format::clock::utc_iso8601;
 
 #[cfg(test)]
 mod tests {
