@@ -266,6 +266,29 @@ fn insert_path(map: &mut Map<String, Value>, parts: &[&str], value: Value) {
     }
 }
 
+/// A manifest for tests: a search of `model` at `http://127.0.0.1:1/v1` under AIPerf's
+/// definitions, with no workload, SLO, label or trial yet.
+#[cfg(test)]
+pub(crate) fn test_manifest(model: &str) -> SearchManifest {
+    SearchManifest {
+        kind: MANIFEST_KIND.into(),
+        schema_version: 1,
+        tool_version: "0.1.0".into(),
+        argv: vec![],
+        base_url: "http://127.0.0.1:1/v1".into(),
+        model: model.into(),
+        workloads: vec![],
+        slos: vec![],
+        protocol: "aiperf".into(),
+        temperature: 0.0,
+        settings: SearchSettings::default(),
+        cache_policy: "not flushed".into(),
+        experiment: experiment_from_labels(&[]),
+        trials: vec![],
+        server_info: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -296,21 +319,10 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         SearchManifest {
-            kind: MANIFEST_KIND.into(),
-            schema_version: 1,
-            tool_version: "0.1.0".into(),
-            argv: vec![],
-            base_url: "http://127.0.0.1:1/v1".into(),
-            model: "sent/model".into(),
-            workloads: vec![],
-            slos: vec![],
-            protocol: "aiperf".into(),
-            temperature: 0.0,
-            settings: SearchSettings::default(),
             cache_policy: String::new(),
             experiment: experiment_from_labels(&labels),
-            trials: vec![],
             server_info,
+            ..test_manifest("sent/model")
         }
     }
 

@@ -165,7 +165,7 @@ pub fn reanalyze(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::{experiment_from_labels, MANIFEST_KIND};
+    use crate::manifest::test_manifest;
     use crate::metrics::tests::record;
     use crate::report::to_pretty_string;
     use crate::workload::SearchSettings;
@@ -221,25 +221,14 @@ mod tests {
 
     fn save_manifest(dir: &Path) {
         SearchManifest {
-            kind: MANIFEST_KIND.into(),
-            schema_version: 1,
-            tool_version: "0.1.0".into(),
-            argv: vec![],
-            base_url: "http://127.0.0.1:1/v1".into(),
-            model: "m".into(),
             workloads: vec![WORKLOAD],
             slos: vec!["ttft:p95<250ms".into()],
-            protocol: "aiperf".into(),
-            temperature: 0.0,
             settings: SearchSettings {
                 max_concurrency: 8,
                 trials_per_level: 2,
                 ..SearchSettings::default()
             },
-            cache_policy: "not flushed".into(),
-            experiment: experiment_from_labels(&[]),
-            server_info: None,
-            trials: vec![],
+            ..test_manifest("m")
         }
         .save(dir)
         .unwrap();

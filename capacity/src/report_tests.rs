@@ -1,5 +1,5 @@
 use super::*;
-use crate::manifest::{experiment_from_labels, MANIFEST_KIND};
+use crate::manifest::{experiment_from_labels, test_manifest};
 use crate::metrics::tests::record;
 use crate::metrics::AiperfDefinitions;
 use crate::workload::SearchSettings;
@@ -60,26 +60,16 @@ fn manifest(trials_per_level: u32) -> SearchManifest {
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
     SearchManifest {
-        kind: MANIFEST_KIND.into(),
-        schema_version: 1,
-        tool_version: "0.1.0".into(),
-        argv: vec![],
-        base_url: "http://127.0.0.1:1/v1".into(),
-        model: "some/model".into(),
         workloads: vec![Workload { isl: 128, osl: 4 }],
         slos: vec!["ttft:p95<250ms".into()],
-        protocol: "aiperf".into(),
-        temperature: 0.0,
         settings: SearchSettings {
             min_concurrency: 1,
             max_concurrency: 64,
             trials_per_level,
             ..SearchSettings::default()
         },
-        cache_policy: "not flushed".into(),
         experiment: experiment_from_labels(&labels),
-        server_info: None,
-        trials: vec![],
+        ..test_manifest("some/model")
     }
 }
 
