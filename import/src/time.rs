@@ -52,7 +52,10 @@ pub(crate) fn parse_iso(text: &str) -> Option<u64> {
 /// Parses `YYYYMMDD-HHMMSS` (vLLM's result `date`).
 pub(crate) fn parse_compact(text: &str) -> Option<u64> {
     let (date, clock) = text.trim().split_once('-')?;
-    if date.len() != 8 || clock.len() != 6 {
+    // ASCII digits only: a byte length alone lets a multi-byte character through, and slicing
+    // inside it would panic.
+    let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(date, 8) || !digits(clock, 6) {
         return None;
     }
     let year = num(&date[..4])?;
@@ -70,6 +73,15 @@ pub(crate) fn parse_compact(text: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_compact_date_with_non_ascii_is_refused_not_a_panic() {
+        // "é" is two bytes: eight (and six) bytes in all, as a real date has, with a character
+        // across the cut after the year (and the hour).
+        assert_eq!(parse_compact("202é1111-221005"), None);
+        assert_eq!(parse_compact("20261129-2é005"), None);
+        assert_eq!(parse_compact("20261129-221005"), Some(1_795_990_205_000_000_000));
+    }
 
     #[test]
     fn iso_with_microseconds() {
