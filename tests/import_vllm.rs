@@ -214,10 +214,14 @@ fn vllm_protocol_on_the_import_gives_vllm_numbers() {
         }
     }
     let duration = result["duration"].as_f64().unwrap();
+    // vLLM sums the prompt lengths of the successful requests: 2 x 128 (its own
+    // total_input_tokens, 256), and counts them in the total token throughput.
     let checks = [
         ("completed", 2.0),
         ("request_throughput", 2.0 / duration),
         ("output_throughput", 11.0 / duration),
+        ("total_input_tokens", 256.0),
+        ("total_token_throughput", (256.0 + 11.0) / duration),
     ];
     for (key, want) in checks {
         let got = report[key].as_f64().unwrap();

@@ -49,13 +49,14 @@ pub fn count_phrase(c: Count, tools: ToolCalls) -> &'static str {
         (Count::CachedTokens, _) => "usage cached prompt tokens",
         (Count::ReasoningTokens, _) => "usage reasoning tokens",
         (Count::PlannedInputTokens, _) => "planned input tokens",
+        (Count::InputTokens, _) => "input tokens (usage.prompt_tokens, else the client's count)",
         (Count::ContentChunks, false) => "non-empty content chunks",
         (Count::ContentChunks, true) => "non-empty content or tool-call chunks",
         (Count::ReasoningChunks, _) => "non-empty reasoning chunks",
         (Count::OutputChunks, false) => "non-empty reasoning or content chunks",
         (Count::OutputChunks, true) => "non-empty reasoning, content or tool-call chunks",
         (Count::AllChunks, _) => "streamed events",
-        (Count::TotalTokens, _) => "prompt plus output tokens",
+        (Count::TotalTokens, _) => "input plus output tokens",
     }
 }
 

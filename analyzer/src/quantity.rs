@@ -94,12 +94,17 @@ pub fn count(f: &RequestFacts, c: Count, sources: &[TokenSource]) -> Option<u64>
         Count::CachedTokens => f.usage.cached_tokens.map(u64::from),
         Count::ReasoningTokens => f.usage.reasoning_tokens.map(u64::from),
         Count::PlannedInputTokens => f.planned_input_tokens.map(u64::from),
+        Count::InputTokens => f
+            .usage
+            .prompt_tokens
+            .or(f.planned_input_tokens)
+            .map(u64::from),
         Count::ContentChunks => Some(u64::from(f.content_chunks)),
         Count::ReasoningChunks => Some(u64::from(f.reasoning_chunks)),
         Count::OutputChunks => Some(u64::from(f.output_chunks())),
         Count::AllChunks => Some(u64::from(f.total_chunks)),
         Count::TotalTokens => {
-            Some(count(f, Count::PromptTokens, sources)? + count(f, Count::OutputTokens, sources)?)
+            Some(count(f, Count::InputTokens, sources)? + count(f, Count::OutputTokens, sources)?)
         }
     }
 }

@@ -80,7 +80,10 @@ mod tests {
         // across the cut after the year (and the hour).
         assert_eq!(parse_compact("202é1111-221005"), None);
         assert_eq!(parse_compact("20261129-2é005"), None);
-        assert_eq!(parse_compact("20261129-221005"), Some(1_795_990_205_000_000_000));
+        assert_eq!(
+            parse_compact("20261129-221005"),
+            Some(1_795_990_205_000_000_000)
+        );
     }
 
     #[test]

@@ -76,6 +76,9 @@ pub enum Count {
     ReasoningTokens,
     /// Input tokens the workload planned.
     PlannedInputTokens,
+    /// `usage.prompt_tokens`, else the input tokens the client planned or counted (vLLM's
+    /// `input_lens` on import): vLLM's prompt length.
+    InputTokens,
     /// Non-empty content chunks.
     ContentChunks,
     /// Non-empty reasoning chunks.
@@ -84,7 +87,7 @@ pub enum Count {
     OutputChunks,
     /// Every recorded event of the stream.
     AllChunks,
-    /// Prompt plus output tokens.
+    /// Input ([`Count::InputTokens`]) plus output tokens.
     TotalTokens,
 }
 
