@@ -183,6 +183,36 @@ fn server_with_unsent_bytes(stream_body: &'static str, unsent: usize) -> String 
     format!("http://{addr}/v1")
 }
 
+/// A server that answers one request per connection and closes it 1 ms after the response,
+/// though the response says nothing of it: llama.cpp's server after every stream.
+fn closing_server() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().take(200) {
+            let Ok(mut conn) = conn else { continue };
+            std::thread::spawn(move || {
+                let Some(head) = read_request(&mut conn) else {
+                    return;
+                };
+                let body = if head.starts_with("GET") {
+                    r#"{"object":"list","data":[]}"#
+                } else {
+                    COMPLETE_STREAM
+                };
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                if conn.write_all(reply.as_bytes()).is_ok() {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            });
+        }
+    });
+    format!("http://{addr}/v1")
+}
+
 fn serve_once(mut conn: TcpStream, stream_body: &str, unsent: usize) {
     conn.set_read_timeout(Some(Duration::from_secs(10))).ok();
     let Some(head) = read_request(&mut conn) else {
@@ -237,12 +267,59 @@ const COMPLETE_STREAM: &str =
 data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n\
 data: [DONE]\n\n";
 
+/// A server that keeps a connection while requests follow each other closely, and closes it
+/// without an answer when a request arrives after the connection idled 60 ms: the moment a
+/// client reuses a keep-alive connection that the server is closing for idleness (uvicorn,
+/// cpp-httplib), shortened.
+fn idle_closing_server() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().take(200) {
+            let Ok(mut conn) = conn else { continue };
+            std::thread::spawn(move || {
+                let mut answered: Option<std::time::Instant> = None;
+                while let Some(head) = read_request(&mut conn) {
+                    if answered.is_some_and(|t| t.elapsed() > Duration::from_millis(60)) {
+                        return;
+                    }
+                    let body = if head.starts_with("GET") {
+                        r#"{"object":"list","data":[]}"#
+                    } else {
+                        COMPLETE_STREAM
+                    };
+                    let reply = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if conn.write_all(reply.as_bytes()).is_err() {
+                        return;
+                    }
+                    answered = Some(std::time::Instant::now());
+                }
+            });
+        }
+    });
+    format!("http://{addr}/v1")
+}
+
 #[test]
 fn a_closed_keep_alive_connection_is_retried_once_on_a_fresh_one() {
-    let url = one_request_per_connection_server(COMPLETE_STREAM);
+    let url = idle_closing_server();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run.ttrace");
-    let args = ["--requests", "8", "--no-calibrate", "--http", "1"];
+    // 100 ms apart: every reuse finds a connection idle for longer than the server keeps it.
+    let args = [
+        "--requests",
+        "8",
+        "--no-calibrate",
+        "--http",
+        "1",
+        "--rate",
+        "10",
+        "--arrival",
+        "constant",
+    ];
     let (_, records) = record_ok(&url, &out, &args);
     assert_eq!(records.len(), 8);
     for r in &records {
@@ -382,4 +459,28 @@ fn a_run_of_no_requests_quotes_no_cost_per_chunk() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("no chunks recorded"), "{stdout}");
     assert!(!stdout.contains("per chunk"), "{stdout}");
+}
+
+#[test]
+fn connections_a_server_closes_after_each_response_are_not_reused() {
+    let url = closing_server();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.ttrace");
+    let args = [
+        "--requests",
+        "30",
+        "--concurrency",
+        "2",
+        "--no-calibrate",
+        "--http",
+        "1",
+    ];
+    let (reader, records) = record_ok(&url, &out, &args);
+    assert!(records.iter().all(|r| r.outcome == Outcome::Ok));
+    // Reusing such connections races with the close; once it is seen, every request gets a
+    // connection of its own, so at most the first requests needed a second send.
+    let retried = records.iter().filter(|r| r.retries > 0).count();
+    assert!(retried <= 2, "{retried} of 30 retried");
+    let health = &reader.run_end().unwrap().client_health;
+    assert_eq!(health["server_closes_after_response"], true);
 }

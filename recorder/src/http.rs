@@ -5,7 +5,7 @@
 use crate::config::{HttpVersion, RecordConfig};
 use crate::error::RecordError;
 use crate::manifest::is_secret_header;
-use crate::read_clock::TimedConnector;
+use crate::read_clock::{CloseWatch, TimedConnector};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
@@ -35,16 +35,30 @@ pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// Build the client for `config` (TLS roots, ALPN and pool sized for the load).
 pub fn build_client(config: &RecordConfig) -> Result<HttpClient, RecordError> {
-    build(config, true)
+    build(config, true, CloseWatch::default())
+}
+
+/// [`build_client`] whose connections report to `closes` when the server closes them right
+/// after a response.
+pub fn build_watched_client(
+    config: &RecordConfig,
+    closes: CloseWatch,
+) -> Result<HttpClient, RecordError> {
+    build(config, true, closes)
 }
 
 /// A client that opens a new connection for every request: for the one retry of a request
-/// whose reused connection turned out to be closed.
+/// whose reused connection turned out to be closed, and for every request to a server that
+/// closes its connections after each response.
 pub fn build_fresh_client(config: &RecordConfig) -> Result<HttpClient, RecordError> {
-    build(config, false)
+    build(config, false, CloseWatch::default())
 }
 
-fn build(config: &RecordConfig, pooled: bool) -> Result<HttpClient, RecordError> {
+fn build(
+    config: &RecordConfig,
+    pooled: bool,
+    closes: CloseWatch,
+) -> Result<HttpClient, RecordError> {
     let tls = tls_config(config)?;
     let mut http = HttpConnector::new();
     http.enforce_http(false);
@@ -53,7 +67,7 @@ fn build(config: &RecordConfig, pooled: bool) -> Result<HttpClient, RecordError>
     let builder = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_or_http();
-    let http = TimedConnector(http);
+    let http = TimedConnector(http, closes);
     let connector = match config.http {
         HttpVersion::Http1 => builder.enable_http1().wrap_connector(http),
         HttpVersion::Http2 => builder.enable_http2().wrap_connector(http),

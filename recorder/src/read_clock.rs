@@ -19,7 +19,7 @@ use hyper_util::rt::TokioIo;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokentrace_format::clock::{mono_now_ns, realtime_now_ns};
@@ -88,21 +88,50 @@ fn realtime_minus_mono_ns() -> u64 {
     best.1
 }
 
+/// A server that closes a connection within this long after the last bytes it sent on it
+/// closes after every response (llama.cpp's server does, after each stream, while announcing
+/// keep-alive); an idle close (uvicorn's 5 s) comes much later.
+const CLOSE_AFTER_RESPONSE_NS: u64 = 50_000_000;
+
+/// Shared by every connection of a client: set once a server closed a connection right after
+/// a response. Reusing such a server's connections races with its close (a request written
+/// in that moment is lost or reset), so the recorder then opens a new connection per request.
+#[derive(Clone, Debug, Default)]
+pub struct CloseWatch(Arc<AtomicBool>);
+
+impl CloseWatch {
+    /// Whether a server closed a connection right after a response.
+    pub fn closed_after_response(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// Notes an end of stream on a connection whose last read was `last_read_ns`.
+    fn eof(&self, last_read_ns: u64) {
+        if last_read_ns != 0 && mono_now_ns().saturating_sub(last_read_ns) < CLOSE_AFTER_RESPONSE_NS
+        {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
 /// A TCP stream that stamps its [`ReadClock`] whenever a read returns bytes.
 pub struct TimedTcp {
     tcp: TcpStream,
     clock: ReadClock,
+    closes: CloseWatch,
     /// The kernel timestamps received segments (`SO_TIMESTAMPNS` was accepted).
     kernel_stamps: bool,
 }
 
 impl TimedTcp {
-    /// Wrap a connected stream.
-    pub fn new(tcp: TcpStream) -> TimedTcp {
+    /// Wrap a connected stream; `closes` learns when the server closes it right after a
+    /// response.
+    pub fn new(tcp: TcpStream, closes: CloseWatch) -> TimedTcp {
         let kernel_stamps = kernel::enable(&tcp);
         TimedTcp {
             tcp,
             clock: ReadClock::default(),
+            closes,
             kernel_stamps,
         }
     }
@@ -120,13 +149,20 @@ impl AsyncRead for TimedTcp {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if this.kernel_stamps {
-            return kernel::poll_read(&this.tcp, &this.clock, cx, buf);
-        }
-        let before = buf.filled().len();
-        let result = Pin::new(&mut this.tcp).poll_read(cx, buf);
-        if matches!(result, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            this.clock.stamp();
+        let (before, room) = (buf.filled().len(), buf.remaining());
+        // The last read before this one: an end of stream is timed against it.
+        let last_read_ns = this.clock.last_read_ns();
+        let result = if this.kernel_stamps {
+            kernel::poll_read(&this.tcp, &this.clock, cx, buf)
+        } else {
+            let result = Pin::new(&mut this.tcp).poll_read(cx, buf);
+            if matches!(result, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+                this.clock.stamp();
+            }
+            result
+        };
+        if matches!(result, Poll::Ready(Ok(()))) && room > 0 && buf.filled().len() == before {
+            this.closes.eof(last_read_ns);
         }
         result
     }
@@ -168,9 +204,10 @@ impl Connection for TimedTcp {
     }
 }
 
-/// hyper-util's [`HttpConnector`] whose streams are [`TimedTcp`].
+/// hyper-util's [`HttpConnector`] whose streams are [`TimedTcp`], all reporting to one
+/// [`CloseWatch`].
 #[derive(Clone)]
-pub struct TimedConnector(pub HttpConnector);
+pub struct TimedConnector(pub HttpConnector, pub CloseWatch);
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -185,9 +222,10 @@ impl tower_service::Service<Uri> for TimedConnector {
 
     fn call(&mut self, uri: Uri) -> Self::Future {
         let connecting = self.0.call(uri);
+        let closes = self.1.clone();
         Box::pin(async move {
             let tcp = connecting.await?.into_inner();
-            Ok(TokioIo::new(TimedTcp::new(tcp)))
+            Ok(TokioIo::new(TimedTcp::new(tcp, closes)))
         })
     }
 }
@@ -323,7 +361,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let client = TcpStream::connect(addr).await.unwrap();
         let (mut server, _) = listener.accept().await.unwrap();
-        let mut timed = TimedTcp::new(client);
+        let mut timed = TimedTcp::new(client, CloseWatch::default());
         assert_eq!(timed.clock().last_read_ns(), 0);
         // The kernel turns receive timestamping on for the whole host from a deferred work
         // item when the first socket asks for it; give it time to run.

@@ -5,9 +5,10 @@ use crate::calibrate::{calibrate, Method};
 use crate::config::{Api, Load, ProgressMode, PromptSource, RecordConfig};
 use crate::error::RecordError;
 use crate::health::{process_usage, LagProbe};
-use crate::http::{build_client, build_fresh_client, fetch, request_headers, HttpClient};
+use crate::http::{build_fresh_client, build_watched_client, fetch, request_headers, HttpClient};
 use crate::load::{drive, LoadShared, PromptPlan};
 use crate::progress::{display, LiveStats};
+use crate::read_clock::CloseWatch;
 use crate::stream::StreamContext;
 use http_body_util::Full;
 use hyper::header::{HeaderMap, HeaderName};
@@ -64,7 +65,8 @@ pub fn run(config: RecordConfig) -> Result<RunSummary, RecordError> {
 /// Run a recording on the current tokio runtime.
 pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> {
     validate(&config)?;
-    let client = build_client(&config)?;
+    let closes = CloseWatch::default();
+    let client = build_watched_client(&config, closes.clone())?;
     let headers = request_headers(&config)?;
     let request_id = request_id_header(&config, &headers)?;
     let base = config.base_url.trim_end_matches('/').to_string();
@@ -89,6 +91,7 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
     let ctx = StreamContext {
         client,
         fresh_client: build_fresh_client(&config)?,
+        closes: closes.clone(),
         uri,
         headers,
         request_id: request_id
@@ -250,6 +253,12 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
     health.insert("reads".into(), json!(reads));
     health.insert("wall_ns".into(), json!(end_ns.saturating_sub(start_ns)));
     health.insert("worker_threads".into(), json!(config.threads));
+    // Whether the recorder stopped reusing connections because the server closed them right
+    // after its responses (docs/ENGINES.md, llama-server).
+    health.insert(
+        "server_closes_after_response".into(),
+        json!(closes.closed_after_response()),
+    );
     let concurrency = match config.load {
         Load::Closed { concurrency } => Some(concurrency),
         Load::Open { .. } => None,

@@ -40,6 +40,9 @@ pub struct StreamContext {
     pub client: HttpClient,
     /// A client without a pool, for the retry of a request whose reused connection was closed.
     pub fresh_client: HttpClient,
+    /// Set when the server closes connections right after a response: from then on every
+    /// request goes through `fresh_client`.
+    pub closes: crate::read_clock::CloseWatch,
     /// `{base}/chat/completions` or `{base}/completions`.
     pub uri: Uri,
     /// Headers sent on every request (content type, authorization, custom).
@@ -263,9 +266,14 @@ impl StreamState {
         self.record.send_ns = ctx.now_ns();
         let sent_mono_ns = mono_now_ns();
         let sent = Instant::now();
+        let client = if ctx.closes.closed_after_response() {
+            &ctx.fresh_client
+        } else {
+            &ctx.client
+        };
         let mut response = tokio::select! {
             biased;
-            r = ctx.client.request(build_request(ctx, spec)) => r,
+            r = client.request(build_request(ctx, spec)) => r,
             () = &mut sleep => return self.timed_out(ctx, ttft_deadline, total_deadline),
         };
         if let Err(err) = &response {
