@@ -7,8 +7,7 @@ mod common;
 
 use common::recording::*;
 use common::records_of;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use common::servers::{serve, Behaviour, Close, COMPLETE_STREAM};
 use std::time::Duration;
 use tokentrace_format::request_id::id_of_uuid;
 use tokentrace_format::{Outcome, TraceReader};
@@ -162,150 +161,12 @@ fn url_mistakes_are_named_before_any_load() {
     }
 }
 
-/// A server that answers the first request of every connection with a complete stream and
-/// keeps the connection open, then closes it without a byte when a second request arrives on
-/// it: what a client meets when it reuses a keep-alive connection the server has closed.
-fn one_request_per_connection_server(stream_body: &'static str) -> String {
-    server_with_unsent_bytes(stream_body, 0)
-}
-
-/// [`one_request_per_connection_server`] whose streams announce `unsent` more body bytes than
-/// they send: the body stays open after the last event.
-fn server_with_unsent_bytes(stream_body: &'static str, unsent: usize) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for conn in listener.incoming().take(200) {
-            let Ok(conn) = conn else { continue };
-            std::thread::spawn(move || serve_once(conn, stream_body, unsent));
-        }
-    });
-    format!("http://{addr}/v1")
-}
-
-/// A server that answers one request per connection and closes it 1 ms after the response,
-/// though the response says nothing of it: llama.cpp's server after every stream.
-fn closing_server() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for conn in listener.incoming().take(200) {
-            let Ok(mut conn) = conn else { continue };
-            std::thread::spawn(move || {
-                let Some(head) = read_request(&mut conn) else {
-                    return;
-                };
-                let body = if head.starts_with("GET") {
-                    r#"{"object":"list","data":[]}"#
-                } else {
-                    COMPLETE_STREAM
-                };
-                let reply = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
-                    body.len()
-                );
-                if conn.write_all(reply.as_bytes()).is_ok() {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            });
-        }
-    });
-    format!("http://{addr}/v1")
-}
-
-fn serve_once(mut conn: TcpStream, stream_body: &str, unsent: usize) {
-    conn.set_read_timeout(Some(Duration::from_secs(10))).ok();
-    let Some(head) = read_request(&mut conn) else {
-        return;
-    };
-    let (content_type, body, unsent) = if head.starts_with("GET") {
-        ("application/json", r#"{"object":"list","data":[]}"#, 0)
-    } else {
-        ("text/event-stream", stream_body, unsent)
-    };
-    let reply = format!(
-        "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len() + unsent
-    );
-    if conn.write_all(reply.as_bytes()).is_err() {
-        return;
-    }
-    // The next request on this connection finds it closed: read it, answer nothing, close.
-    let _ = read_request(&mut conn);
-}
-
-/// Reads one request (head and a content-length body); None at EOF or on error.
-fn read_request(conn: &mut TcpStream) -> Option<String> {
-    let mut data = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        let n = conn.read(&mut buf).ok()?;
-        if n == 0 {
-            return None;
-        }
-        data.extend_from_slice(&buf[..n]);
-        let text = String::from_utf8_lossy(&data).into_owned();
-        if let Some(end) = text.find("\r\n\r\n") {
-            let length = text[..end]
-                .lines()
-                .find_map(|l| {
-                    l.to_ascii_lowercase()
-                        .strip_prefix("content-length:")
-                        .map(|v| v.trim().to_string())
-                })
-                .and_then(|v| v.parse::<usize>().ok())
-                .unwrap_or(0);
-            if data.len() >= end + 4 + length {
-                return Some(text);
-            }
-        }
-    }
-}
-
-const COMPLETE_STREAM: &str =
-    "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n\
-data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n\
-data: [DONE]\n\n";
-
-/// A server that keeps a connection while requests follow each other closely, and closes it
-/// without an answer when a request arrives after the connection idled 60 ms: the moment a
-/// client reuses a keep-alive connection that the server is closing for idleness (uvicorn,
-/// cpp-httplib), shortened.
-fn idle_closing_server() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for conn in listener.incoming().take(200) {
-            let Ok(mut conn) = conn else { continue };
-            std::thread::spawn(move || {
-                let mut answered: Option<std::time::Instant> = None;
-                while let Some(head) = read_request(&mut conn) {
-                    if answered.is_some_and(|t| t.elapsed() > Duration::from_millis(60)) {
-                        return;
-                    }
-                    let body = if head.starts_with("GET") {
-                        r#"{"object":"list","data":[]}"#
-                    } else {
-                        COMPLETE_STREAM
-                    };
-                    let reply = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
-                        body.len()
-                    );
-                    if conn.write_all(reply.as_bytes()).is_err() {
-                        return;
-                    }
-                    answered = Some(std::time::Instant::now());
-                }
-            });
-        }
-    });
-    format!("http://{addr}/v1")
-}
-
 #[test]
 fn a_closed_keep_alive_connection_is_retried_once_on_a_fresh_one() {
-    let url = idle_closing_server();
+    let url = serve(Behaviour {
+        close: Close::WhenIdle(Duration::from_millis(60)),
+        ..Behaviour::one_per_connection(COMPLETE_STREAM)
+    });
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run.ttrace");
     // 100 ms apart: every reuse finds a connection idle for longer than the server keeps it.
@@ -344,7 +205,7 @@ fn a_complete_stream_without_done_is_missing_done_and_a_cut_one_a_failure() {
 data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n";
     const CUT: &str = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n";
     for (body, outcome) in [(NO_DONE, Outcome::MissingDone), (CUT, Outcome::StreamError)] {
-        let url = one_request_per_connection_server(body);
+        let url = serve(Behaviour::one_per_connection(body));
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("run.ttrace");
         let args = ["--requests", "2", "--no-calibrate", "--http", "1"];
@@ -383,7 +244,10 @@ fn an_existing_trace_is_kept_unless_force_is_given() {
 
 #[test]
 fn a_request_ends_at_done_even_when_the_body_stays_open() {
-    let url = server_with_unsent_bytes(COMPLETE_STREAM, 100);
+    let url = serve(Behaviour {
+        unsent: 100,
+        ..Behaviour::one_per_connection(COMPLETE_STREAM)
+    });
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run.ttrace");
     let started = std::time::Instant::now();
@@ -410,26 +274,12 @@ fn a_request_ends_at_done_even_when_the_body_stays_open() {
     }
 }
 
-/// A server that accepts connections and reads requests, and never answers.
-fn silent_server() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for conn in listener.incoming().take(50) {
-            let Ok(mut conn) = conn else { continue };
-            std::thread::spawn(move || {
-                conn.set_read_timeout(Some(Duration::from_secs(60))).ok();
-                let mut buf = [0u8; 4096];
-                while matches!(conn.read(&mut buf), Ok(n) if n > 0) {}
-            });
-        }
-    });
-    format!("http://{addr}/v1")
-}
-
 #[test]
 fn a_server_that_never_answers_ends_the_run_within_the_timeout() {
-    let url = silent_server();
+    let url = serve(Behaviour {
+        answers: false,
+        ..Behaviour::one_per_connection(COMPLETE_STREAM)
+    });
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run.ttrace");
     let started = std::time::Instant::now();
@@ -463,7 +313,11 @@ fn a_run_of_no_requests_quotes_no_cost_per_chunk() {
 
 #[test]
 fn connections_a_server_closes_after_each_response_are_not_reused() {
-    let url = closing_server();
+    // Closes 1 ms after each response, as llama.cpp's server does after every stream.
+    let url = serve(Behaviour {
+        close: Close::After(Duration::from_millis(1)),
+        ..Behaviour::one_per_connection(COMPLETE_STREAM)
+    });
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run.ttrace");
     let args = [

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod recording;
+pub mod servers;
 pub mod tls;
 
 use assert_cmd::Command;
