@@ -38,6 +38,11 @@ MEASURED = 1
 # token interval, so a chunk counted in the wrong place still fails.
 DECODE_TOL_MS = 5.0
 DECODE_TOL_PCT = 1.0
+# A CI run on a shared host once saw -29.7 ms (2.5 %) on one request of 24, which the tap's wire
+# times showed too: llama-server's HTTP thread wrote the first chunk late. Beyond the tolerance,
+# the part of the difference between the trace's span and the wire's span is ours; it must stay
+# below the tap's own timing noise (arrival-lag max is ~3 ms on a busy host).
+DECODE_OURS_TOL_MS = 5.0
 
 # The trace's arrival of an event is the kernel timestamp of the read that completed it; the tap
 # read the same bytes from the server before forwarding them, so the trace's time must not be
@@ -296,31 +301,48 @@ def cmd_stream(a, res):
             f'exchanges/conn, {quick} closed by the server < 50 ms after a response')
 
     # 8. llama-server: client-observed decode time against the engine's timings.predicted_ms.
+    # A disagreement splits into our share (trace span - tap span: the same bytes, timed by us
+    # and by the tap) and the server's (tap span - predicted_ms: when its HTTP thread wrote the
+    # chunks against when it sampled the tokens). Only ours can fail the row; a server that
+    # wrote its first chunk late on a busy host is reported, with the wire as the witness.
     if a.timings:
-        rowsd, bad, worst = [], [], (0.0, 0.0, None)
+        rowsd, bad, worst, server_side = [], [], (0.0, 0.0, None), []
         for r, e in pairs:
             t = e['sse']['timings']
-            cc = content_chunks(r)
-            if not t or len(cc) < 2:
+            idx = [i for i, c in enumerate(r['chunks'])
+                   if c['channel'] == CONTENT and c['text_len'] > 0]
+            if not t or len(idx) < 2:
                 bad.append(f"id {r['id']}: no timings or fewer than 2 content chunks")
                 continue
-            client = ms(cc[-1]['arrival'] - cc[0]['arrival'])
+            ev = e['sse']['events_list']
+            client = ms(r['chunks'][idx[-1]]['arrival'] - r['chunks'][idx[0]]['arrival'])
+            wire = ms(ev[idx[-1]]['t'] - ev[idx[0]]['t'])
             server = t['predicted_ms']
             d = client - server
             tol = max(DECODE_TOL_MS, DECODE_TOL_PCT / 100 * server)
             rowsd.append(d)
             if abs(d) > abs(worst[0]):
                 worst = (d, 100 * d / server if server else 0.0, r['id'])
-            if abs(d) > tol:
-                bad.append(f"id {r['id']}: client {client:.2f} ms, predicted_ms {server:.2f} "
-                           f"(n {t.get('predicted_n')}, chunks {len(cc)}), diff {d:+.2f} > {tol:.2f}")
+            if abs(d) <= tol:
+                continue
+            ours, theirs = client - wire, wire - server
+            line = (f"id {r['id']}: client {client:.2f} ms, wire {wire:.2f}, predicted_ms "
+                    f"{server:.2f} (n {t.get('predicted_n')}, chunks {len(idx)}): ours "
+                    f"{ours:+.2f}, server's {theirs:+.2f}, tol {tol:.2f}")
+            if abs(ours) > DECODE_OURS_TOL_MS:
+                bad.append(line)
+            else:
+                server_side.append(line)
+        median = statistics.median(rowsd) if rowsd else 0.0
+        if rowsd and abs(median) > DECODE_TOL_MS:
+            bad.append(f'median disagreement {median:+.2f} ms > {DECODE_TOL_MS:g} ms')
         if rowsd:
             fig = (f'worst {worst[0]:+.2f} ms ({worst[1]:+.2f} %, id {worst[2]}), median '
-                   f'{statistics.median(rowsd):+.2f} ms · tol max({DECODE_TOL_MS:g} ms, '
-                   f'{DECODE_TOL_PCT:g} %)')
+                   f'{median:+.2f} ms · tol max({DECODE_TOL_MS:g} ms, {DECODE_TOL_PCT:g} %) · '
+                   f'{len(server_side)} beyond it on the server\'s side of the wire')
         else:
             fig = 'no request with timings'
-        res.row('decode-vs-srv', bool(rowsd) and not bad, fig, bad)
+        res.row('decode-vs-srv', bool(rowsd) and not bad, fig, bad + server_side)
 
 
 # ---------------------------------------------------------------- aiperf: import reproduces
