@@ -88,16 +88,134 @@ fn sigkill_leaves_every_complete_block_readable() {
     assert!(reader.run_end().is_none());
     assert!(matches!(reader.integrity(), Integrity::Recovered { .. }));
     let mut ids = BTreeSet::new();
+    let mut interrupted = 0;
     for r in reader.requests() {
         let r = r.unwrap();
-        assert_complete(&r);
+        if r.outcome == Outcome::Interrupted {
+            interrupted += 1;
+            assert_prefix(&r);
+        } else {
+            assert_complete(&r);
+        }
         assert!(ids.insert(r.id), "request {} twice", r.id);
     }
     assert_eq!(ids.len() as u64, json["requests"].as_u64().unwrap());
+    assert_eq!(interrupted, json["interrupted_requests"].as_u64().unwrap());
     assert!(
         ids.len() >= 8,
         "{} requests in the complete blocks",
         ids.len()
+    );
+    // Closed loop at concurrency 8: at most the 8 requests in flight at the kill can be
+    // interrupted (a 0.4 s request often ends before its first checkpoint at 0.5 s).
+    assert!(interrupted <= 8, "{interrupted} interrupted");
+}
+
+/// An interrupted request: chunks in arrival order, read indices never going back, no
+/// `[DONE]` (it was still streaming), ending at its last checkpoint.
+fn assert_prefix(r: &RequestRecord) {
+    assert!(
+        r.error.as_deref().unwrap().starts_with("interrupted"),
+        "{r:?}"
+    );
+    assert_eq!(count(r, Channel::Done), 0);
+    for w in r.chunks.windows(2) {
+        assert!(w[0].arrival_ns <= w[1].arrival_ns && w[0].read_index <= w[1].read_index);
+    }
+    assert!(r
+        .chunks
+        .iter()
+        .all(|c| c.arrival_ns >= r.send_ns && c.arrival_ns <= r.end_ns));
+}
+
+/// Long streams killed mid-way: every started request is in the trace as `interrupted`, with
+/// the chunks its checkpoints held, within about 1.5 s of the kill; with checkpoints turned
+/// off (the behaviour before them) the same kill leaves no request at all.
+#[test]
+fn sigkill_during_long_streams_keeps_every_started_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = sim(slow_sim());
+    // 1000 tokens of 20 ms: 20 s per request, so none ends before the kill.
+    let base = [
+        "--requests",
+        "4",
+        "--concurrency",
+        "4",
+        "--max-tokens",
+        "1000",
+        "--ignore-eos",
+        "--input-tokens",
+        "32",
+        "--no-calibrate",
+    ];
+    let run = |name: &str, extra: &[&str]| {
+        let out = dir.path().join(name);
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        let mut child = record_child(&server.base_url(), &out, &args)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        let status = signal_after(
+            &mut child,
+            Duration::from_secs(4),
+            "KILL",
+            Duration::from_secs(10),
+        );
+        assert!(!status.success());
+        (out, started.elapsed())
+    };
+
+    let (off, _) = run("off.tt", &["--checkpoint-every", "0"]);
+    let (json, _) = inspect(&off);
+    assert_eq!(
+        json["requests"], 0,
+        "without checkpoints nothing survives: {json}"
+    );
+
+    let (out, _) = run("on.tt", &[]);
+    let (json, code) = inspect(&out);
+    assert_eq!(code, 0, "{json}");
+    assert_eq!(json["requests"], 4, "{json}");
+    assert_eq!(json["interrupted_requests"], 4, "{json}");
+    let (reader, records) = records_of(&out);
+    assert!(reader.run_end().is_none());
+    for r in &records {
+        assert_eq!(r.outcome, Outcome::Interrupted);
+        assert_prefix(r);
+        // Killed 4 s after start; at most ~1.5 s of chunks may be lost, at 20 ms a token. The
+        // bound is loose (a busy host streams slower), but 0 would mean nothing checkpointed.
+        let content = count(r, Channel::Content);
+        assert!(content >= 25, "request {}: {content} content chunks", r.id);
+        assert!(content < 200, "request {}: {content} content chunks", r.id);
+    }
+
+    // Every tool reads them: analysis counts them as not successful, redact keeps them.
+    let report = analyze_v3(&out);
+    let text = report.to_string();
+    assert!(text.contains("interrupted"), "{text}");
+    let copy = dir.path().join("copy.tt");
+    tokentrace_without_key()
+        .args([
+            "redact",
+            out.to_str().unwrap(),
+            copy.to_str().unwrap(),
+        ])
+        .assert()
+        .success();
+    let (_, copied) = records_of(&copy);
+    assert_eq!(copied.len(), 4);
+    for (a, b) in records.iter().zip(&copied) {
+        assert_eq!(
+            (a.id, a.outcome, a.chunks.len()),
+            (b.id, b.outcome, b.chunks.len())
+        );
+    }
+    let (json, _) = inspect(&copy);
+    assert_eq!(
+        json["interrupted_requests"], 0,
+        "the copy holds them as final records"
     );
 }
 

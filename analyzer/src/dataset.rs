@@ -146,6 +146,18 @@ impl Dataset {
             errors.sort();
             warnings.extend(errors.into_iter().map(|(_, e)| e));
         }
+        // Requests a killed recorder left streaming, as their checkpoints describe them.
+        let interrupted = reader.interrupted();
+        if !interrupted.is_empty() {
+            let block = DecodedBlock::from_records(&interrupted);
+            chunks += block.chunks.len() as u64;
+            warnings.push(format!(
+                "{} requests were still streaming when the recorder stopped without finishing \
+                 the trace: read from their last checkpoints as `interrupted`",
+                interrupted.len()
+            ));
+            self.add_block(trace, &block, options);
+        }
         let client_counts = client_token_counts(reader.manifest());
         if !client_counts.is_empty() {
             for r in &mut self.requests[first_request..] {

@@ -121,6 +121,20 @@ pub struct DecodedBlock {
     pub requests: Vec<RequestMeta>,
     /// Every chunk of every request, request by request.
     pub chunks: ChunkColumns,
+    /// Checkpoints of requests that were still streaming when the block was written (format
+    /// 1.2; None when the block has none). Readers merge them with
+    /// [`crate::checkpoint::Interrupted`]; analysis of final records ignores them.
+    pub checkpoints: Option<Box<CheckpointSection>>,
+}
+
+/// The checkpoints of one block: the requests as blocks hold them (chunks are only those since
+/// each request's previous checkpoint) and where each request's chunks start.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckpointSection {
+    /// The checkpointed requests and their new chunks.
+    pub block: DecodedBlock,
+    /// Per request of `block`: index of its first chunk here within the request's whole list.
+    pub chunk_offset: Vec<u64>,
 }
 
 impl DecodedBlock {
@@ -151,10 +165,54 @@ impl DecodedBlock {
         }
     }
 
+    /// The columnar view of `records` (the inverse of [`DecodedBlock::records`]), e.g. for the
+    /// interrupted requests a reader assembles from checkpoints.
+    pub fn from_records(records: &[RequestRecord]) -> DecodedBlock {
+        let mut block = DecodedBlock::default();
+        for r in records {
+            let chunk_start = block.chunks.len();
+            for c in &r.chunks {
+                let cols = &mut block.chunks;
+                cols.arrival_ns.push(c.arrival_ns);
+                cols.read_index.push(c.read_index);
+                cols.bytes.push(c.bytes);
+                cols.channel.push(c.channel);
+                cols.text_len.push(c.text_len);
+                cols.tokens.push(c.tokens);
+                cols.text.push(c.text.clone());
+            }
+            block.requests.push(RequestMeta {
+                id: r.id,
+                phase: r.phase,
+                trial: r.trial,
+                intended_ns: r.intended_ns,
+                send_ns: r.send_ns,
+                headers_ns: r.headers_ns,
+                end_ns: r.end_ns,
+                http_status: r.http_status,
+                outcome: r.outcome,
+                error: r.error.clone(),
+                usage: r.usage,
+                finish_reason: r.finish_reason.clone(),
+                prompt_hash: r.prompt_hash,
+                prompt_bytes: r.prompt_bytes,
+                output_hash: r.output_hash,
+                output_bytes: r.output_bytes,
+                planned_input_tokens: r.planned_input_tokens,
+                response_headers: r.response_headers.clone(),
+                retries: r.retries,
+                chunk_start,
+                chunk_len: r.chunks.len(),
+            });
+        }
+        block
+    }
+
     /// Empties the block, keeping the memory for reuse.
     pub fn clear(&mut self) {
         self.requests.clear();
         self.chunks.clear();
+        self.checkpoints = None;
     }
 
     /// Materializes every request of the block.
@@ -162,7 +220,7 @@ impl DecodedBlock {
         (0..self.requests.len()).map(|i| self.record(i)).collect()
     }
 
-    /// Total chunks in the block.
+    /// Total chunks in the block (final records only; checkpoints are not counted).
     pub fn chunk_count(&self) -> usize {
         self.chunks.len()
     }

@@ -8,9 +8,9 @@
 //! the previous chunk of its request (the first chunk: to the request's send time). Deltas use
 //! wrapping arithmetic reinterpreted as i64, so every u64 round-trips exactly.
 
-use crate::block::{DecodedBlock, RequestMeta};
+use crate::block::{CheckpointSection, DecodedBlock, RequestMeta};
 use crate::chunk_columns::{read_chunk_columns, ByteReader};
-use crate::types::{Outcome, Phase, RequestRecord, Usage};
+use crate::types::{Checkpoint, Outcome, Phase, RequestRecord, Usage};
 use bincode::config::{self, Configuration};
 use bincode::{Decode, Encode};
 
@@ -96,62 +96,90 @@ fn undelta(from: u64, d: i64) -> u64 {
     from.wrapping_add(d as u64)
 }
 
-/// Encodes requests (with their chunks) into an uncompressed block payload.
-pub fn encode_block(requests: &[RequestRecord]) -> Result<Vec<u8>, String> {
+/// The highest outcome code column 9 may hold: the classes of format 1.0.
+const LAST_LEGACY_OUTCOME: u8 = Outcome::Other as u8;
+
+/// Encodes final records (with their chunks) and the checkpoints of requests still streaming
+/// into an uncompressed block payload.
+pub fn encode_block(
+    requests: &[RequestRecord],
+    checkpoints: &[&Checkpoint],
+) -> Result<Vec<u8>, String> {
+    let m: usize = requests.iter().map(|r| r.chunks.len()).sum();
+    let mut out = Vec::with_capacity(64 * requests.len() + 12 * m);
+    encode_records(requests.iter(), &mut out)?;
+    // Minor 2: the checkpoint section, one byte string (a single 0 byte when empty).
+    let mut section = Vec::new();
+    if !checkpoints.is_empty() {
+        encode_records(checkpoints.iter().map(|c| &c.record), &mut section)?;
+        put(
+            &mut section,
+            &checkpoints
+                .iter()
+                .map(|c| c.chunk_offset)
+                .collect::<Vec<u64>>(),
+        )?;
+    }
+    put(&mut out, &section)?;
+    Ok(out)
+}
+
+/// Columns 1-31 of `requests`: every column a block and a checkpoint section share.
+fn encode_records<'a, I>(records: I, out: &mut Vec<u8>) -> Result<(), String>
+where
+    I: Iterator<Item = &'a RequestRecord>,
+{
+    let requests: Vec<&RequestRecord> = records.collect();
     let n = requests.len();
     let m: usize = requests.iter().map(|r| r.chunks.len()).sum();
-    let mut out = Vec::with_capacity(64 * n + 12 * m);
 
     let mut prev_id = 0u64;
     let mut prev_intended = 0u64;
     let mut ids = Vec::with_capacity(n);
     let mut intended = Vec::with_capacity(n);
-    for r in requests {
+    for r in &requests {
         ids.push(delta(prev_id, r.id));
         intended.push(delta(prev_intended, r.intended_ns));
         prev_id = r.id;
         prev_intended = r.intended_ns;
     }
-    put(&mut out, &ids)?;
+    put(out, &ids)?;
     put(
-        &mut out,
+        out,
         &requests.iter().map(|r| r.phase as u8).collect::<Vec<u8>>(),
     )?;
-    put(
-        &mut out,
-        &requests.iter().map(|r| r.trial).collect::<Vec<u32>>(),
-    )?;
-    put(&mut out, &intended)?;
+    put(out, &requests.iter().map(|r| r.trial).collect::<Vec<u32>>())?;
+    put(out, &intended)?;
     let send: Vec<i64> = requests
         .iter()
         .map(|r| delta(r.intended_ns, r.send_ns))
         .collect();
-    put(&mut out, &send)?;
+    put(out, &send)?;
     let headers: Vec<Option<i64>> = requests
         .iter()
         .map(|r| r.headers_ns.map(|h| delta(r.send_ns, h)))
         .collect();
-    put(&mut out, &headers)?;
+    put(out, &headers)?;
     put(
-        &mut out,
+        out,
         &requests
             .iter()
             .map(|r| delta(r.send_ns, r.end_ns))
             .collect::<Vec<i64>>(),
     )?;
     put(
-        &mut out,
+        out,
         &requests.iter().map(|r| r.http_status).collect::<Vec<u16>>(),
     )?;
     put(
-        &mut out,
+        out,
         &requests
             .iter()
-            .map(|r| r.outcome as u8)
+            .map(|r| r.outcome.legacy_code())
             .collect::<Vec<u8>>(),
     )?;
     put(
-        &mut out,
+        out,
         &requests
             .iter()
             .map(|r| r.error.as_deref())
@@ -165,7 +193,7 @@ pub fn encode_block(requests: &[RequestRecord]) -> Result<Vec<u8>, String> {
     ];
     for column in usage_columns {
         put(
-            &mut out,
+            out,
             &requests
                 .iter()
                 .map(|r| column(&r.usage))
@@ -173,36 +201,36 @@ pub fn encode_block(requests: &[RequestRecord]) -> Result<Vec<u8>, String> {
         )?;
     }
     put(
-        &mut out,
+        out,
         &requests
             .iter()
             .map(|r| r.finish_reason.as_deref())
             .collect::<Vec<_>>(),
     )?;
     put(
-        &mut out,
+        out,
         &requests.iter().map(|r| r.prompt_hash).collect::<Vec<u64>>(),
     )?;
     put(
-        &mut out,
+        out,
         &requests
             .iter()
             .map(|r| r.prompt_bytes)
             .collect::<Vec<u32>>(),
     )?;
     put(
-        &mut out,
+        out,
         &requests.iter().map(|r| r.output_hash).collect::<Vec<u64>>(),
     )?;
     put(
-        &mut out,
+        out,
         &requests
             .iter()
             .map(|r| r.output_bytes)
             .collect::<Vec<u32>>(),
     )?;
     put(
-        &mut out,
+        out,
         &requests
             .iter()
             .map(|r| r.planned_input_tokens)
@@ -212,13 +240,13 @@ pub fn encode_block(requests: &[RequestRecord]) -> Result<Vec<u8>, String> {
         .iter()
         .map(|r| r.response_headers.as_slice())
         .collect();
-    put(&mut out, &headers_lists)?;
+    put(out, &headers_lists)?;
     let counts: Vec<u64> = requests.iter().map(|r| r.chunks.len() as u64).collect();
-    put(&mut out, &counts)?;
+    put(out, &counts)?;
 
     let mut arrival = Vec::with_capacity(m);
     let mut read = Vec::with_capacity(m);
-    for r in requests {
+    for r in &requests {
         let mut prev_arrival = r.send_ns;
         let mut prev_read = 0u32;
         for c in &r.chunks {
@@ -228,32 +256,41 @@ pub fn encode_block(requests: &[RequestRecord]) -> Result<Vec<u8>, String> {
             prev_read = c.read_index;
         }
     }
-    put(&mut out, &arrival)?;
-    put(&mut out, &read)?;
+    put(out, &arrival)?;
+    put(out, &read)?;
     let chunks = || requests.iter().flat_map(|r| r.chunks.iter());
-    put(&mut out, &chunks().map(|c| c.bytes).collect::<Vec<u32>>())?;
+    put(out, &chunks().map(|c| c.bytes).collect::<Vec<u32>>())?;
+    put(out, &chunks().map(|c| c.channel as u8).collect::<Vec<u8>>())?;
+    put(out, &chunks().map(|c| c.text_len).collect::<Vec<u32>>())?;
     put(
-        &mut out,
-        &chunks().map(|c| c.channel as u8).collect::<Vec<u8>>(),
-    )?;
-    put(
-        &mut out,
-        &chunks().map(|c| c.text_len).collect::<Vec<u32>>(),
-    )?;
-    put(
-        &mut out,
+        out,
         &chunks().map(|c| c.tokens).collect::<Vec<Option<u32>>>(),
     )?;
     put(
-        &mut out,
+        out,
         &chunks().map(|c| c.text.as_deref()).collect::<Vec<_>>(),
     )?;
     // Minor 1 appends columns after the chunk columns, where a 1.0 reader stops reading.
     put(
-        &mut out,
+        out,
         &requests.iter().map(|r| r.retries).collect::<Vec<u8>>(),
     )?;
-    Ok(out)
+    // Minor 2: the outcome a 1.1 reader cannot name, where column 9 holds its nearest class.
+    put(
+        out,
+        &requests
+            .iter()
+            .map(|r| {
+                let code = r.outcome as u8;
+                if code == r.outcome.legacy_code() {
+                    0
+                } else {
+                    code
+                }
+            })
+            .collect::<Vec<u8>>(),
+    )?;
+    Ok(())
 }
 
 /// Decodes an uncompressed block payload. Errors describe the first column that is wrong.
@@ -275,6 +312,31 @@ pub fn decode_block_into(data: &[u8], out: &mut DecodedBlock) -> Result<(), Stri
 }
 
 fn decode_into(data: &[u8], out: &mut DecodedBlock) -> Result<(), String> {
+    let pos = decode_records(data, out)?;
+    // Minor 2: the checkpoint section, absent from blocks written by 1.0 and 1.1.
+    if pos >= data.len() {
+        return Ok(());
+    }
+    let mut rd = ColumnReader { data, pos };
+    let section: Vec<u8> = rd.take("checkpoints")?;
+    if section.is_empty() {
+        return Ok(());
+    }
+    let mut checkpoints = Box::<CheckpointSection>::default();
+    let pos = decode_records(&section, &mut checkpoints.block)
+        .map_err(|e| format!("checkpoints: {e}"))?;
+    let mut rd = ColumnReader {
+        data: &section,
+        pos,
+    };
+    let n = checkpoints.block.requests.len();
+    checkpoints.chunk_offset = rd.take_n("checkpoint chunk_offset", n)?;
+    out.checkpoints = Some(checkpoints);
+    Ok(())
+}
+
+/// Decodes columns 1-31 (those present) of `data` into `out`; returns where they end.
+fn decode_records(data: &[u8], out: &mut DecodedBlock) -> Result<usize, String> {
     let mut rd = ColumnReader { data, pos: 0 };
     let ids: Vec<i64> = rd.take("id")?;
     let n = ids.len();
@@ -329,6 +391,7 @@ fn decode_into(data: &[u8], out: &mut DecodedBlock) -> Result<(), String> {
             code => return Err(format!("request {i}: phase code {code}")),
         };
         let outcome = Outcome::from_code(outcome[i])
+            .filter(|_| outcome[i] <= LAST_LEGACY_OUTCOME)
             .ok_or_else(|| format!("request {i}: outcome code {}", outcome[i]))?;
         // `total == m` was checked above, so every count fits in usize and in the columns.
         let chunk_len = counts[i] as usize;
@@ -377,7 +440,27 @@ fn decode_into(data: &[u8], out: &mut DecodedBlock) -> Result<(), String> {
             request.retries = retries;
         }
     }
-    Ok(())
+    // Column of minor 2: outcomes a 1.1 reader cannot name.
+    if rd.pos < data.len() {
+        let detail: Vec<u8> = rd.take_n("outcome_detail", n)?;
+        for (i, (request, code)) in requests.iter_mut().zip(detail).enumerate() {
+            if code == 0 {
+                continue;
+            }
+            match Outcome::from_code(code) {
+                Some(o) if o.legacy_code() == request.outcome as u8 && code != o.legacy_code() => {
+                    request.outcome = o
+                }
+                _ => {
+                    return Err(format!(
+                        "request {i}: outcome detail {code} with outcome code {}",
+                        request.outcome as u8
+                    ))
+                }
+            }
+        }
+    }
+    Ok(rd.pos)
 }
 
 #[cfg(test)]
@@ -435,18 +518,47 @@ mod tests {
     fn every_truncation_of_a_payload_is_an_error() {
         let mut records = crate::synthetic::requests(3, 3, 5, true);
         records[1].retries = 1;
-        let raw = encode_block(&records).unwrap();
+        records[2].outcome = Outcome::Redirect;
+        let raw = encode_block(&records, &[]).unwrap();
         let block = decode_block(&raw).unwrap();
         assert_eq!(block.records(), records);
-        // Where the minor-1 columns start, the payload is a whole 1.0 payload.
-        let minor_1 = raw.len() - (1 + records.len());
+        // Where the columns of each minor start, the payload is a whole payload of the one
+        // before: 1.2 ends with column 31 and an empty section byte, 1.1 with column 30.
+        let n = records.len();
+        let minor_2 = raw.len() - (1 + n) - 1;
+        let minor_1 = minor_2 - (1 + n);
         for cut in 0..raw.len() {
-            if cut == minor_1 {
+            if cut == minor_1 || cut == minor_2 {
                 let old = decode_block(&raw[..cut]).unwrap();
-                assert!(old.requests.iter().all(|r| r.retries == 0));
+                assert_eq!(old.requests[1].retries, u8::from(cut == minor_2));
+                assert_eq!(old.requests[2].outcome, Outcome::HttpError);
+            } else if cut == minor_2 + (1 + n) {
+                let old = decode_block(&raw[..cut]).unwrap();
+                assert_eq!(old.requests[2].outcome, Outcome::Redirect);
             } else {
                 assert!(decode_block(&raw[..cut]).is_err(), "cut {cut}");
             }
         }
+    }
+
+    #[test]
+    fn an_outcome_detail_must_match_its_legacy_class() {
+        let mut records = crate::synthetic::requests(1, 1, 5, false);
+        records[0].outcome = Outcome::NotEventStream;
+        let mut raw = encode_block(&records, &[]).unwrap();
+        // Column 31 is the two bytes before the empty section: `01 0b`.
+        let at = raw.len() - 2;
+        assert_eq!(raw[at], Outcome::NotEventStream as u8);
+        raw[at] = Outcome::Redirect as u8;
+        let err = decode_block(&raw).unwrap_err();
+        assert!(
+            err.contains("outcome detail 13 with outcome code 6"),
+            "{err}"
+        );
+        raw[at] = Outcome::Ok as u8;
+        assert_eq!(
+            decode_block(&raw).unwrap().requests[0].outcome,
+            Outcome::Malformed
+        );
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod block;
 mod block_decoder;
+pub mod checkpoint;
 mod chunk_columns;
 pub mod clock;
 mod codec;
@@ -19,7 +20,7 @@ pub mod synthetic;
 pub mod types;
 pub mod writer;
 
-pub use block::{ChunkColumns, DecodedBlock, RequestMeta};
+pub use block::{CheckpointSection, ChunkColumns, DecodedBlock, RequestMeta};
 pub use clock::{mono_now_ns, realtime_now_ns};
 pub use error::FormatError;
 pub use integrity::{Integrity, Skipped};

@@ -239,16 +239,48 @@ impl TraceReader {
         result.map_err(bad)
     }
 
-    /// Every request with its chunks, block by block in file order. A block that cannot be
+    /// Every request with its chunks, block by block in file order, then the requests a
+    /// killed recorder left unfinished ([`TraceReader::interrupted`]). A block that cannot be
     /// decoded yields one error, then reading goes on with the next block. One decoded block
     /// is held (and its memory reused) at a time.
     pub fn requests(&self) -> impl Iterator<Item = Result<RequestRecord, FormatError>> + '_ {
-        RequestIter {
+        let blocks = RequestIter {
             reader: self,
             next_block: 0,
             block: DecodedBlock::default(),
             next_request: 0,
+        };
+        let mut tail = None;
+        blocks.chain(std::iter::from_fn(move || {
+            tail.get_or_insert_with(|| self.interrupted().into_iter())
+                .next()
+                .map(Ok)
+        }))
+    }
+
+    /// Whether the trace may hold requests that only checkpoints describe: it has no run end
+    /// (a killed writer), or its writer said so. Without them, [`TraceReader::interrupted`]
+    /// is empty and costs nothing.
+    pub fn may_have_interrupted(&self) -> bool {
+        crate::checkpoint::needs_merge(self.run_end.as_ref())
+    }
+
+    /// The requests still streaming when the writer stopped without their final record, each
+    /// as [`crate::Outcome::Interrupted`] with every chunk up to its last checkpoint (docs/
+    /// FORMAT.md, section 4.6). Walks every block once, in file order; blocks that do not
+    /// decode are skipped here (the walk of the final records reports them).
+    pub fn interrupted(&self) -> Vec<RequestRecord> {
+        if !self.may_have_interrupted() {
+            return Vec::new();
         }
+        let mut merge = crate::checkpoint::Interrupted::default();
+        let mut block = DecodedBlock::default();
+        for index in 0..self.block_count() {
+            if self.decode_block_into(index, &mut block).is_ok() {
+                merge.add_block(&block);
+            }
+        }
+        merge.finish()
     }
 }
 

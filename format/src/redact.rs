@@ -191,6 +191,14 @@ pub fn redact_trace(
             sender.send(record)?;
         }
     }
+    // Requests a killed recorder left streaming become final `interrupted` records of the
+    // copy: what its checkpoints held, and no more.
+    for mut record in reader.interrupted() {
+        redact_record(&mut record, options, &mut stats);
+        last_end_ns = last_end_ns.max(record.end_ns);
+        stats.requests += 1;
+        sender.send(record)?;
+    }
     drop(sender);
     let mut end = match reader.run_end() {
         Some(end) => end.clone(),

@@ -71,11 +71,24 @@ pub enum Outcome {
     MissingDone = 9,
     /// Anything else.
     Other = 10,
+    /// A 2xx answer that was not an event stream (a JSON body, an HTML page); the error text
+    /// names its content type. Format 1.2; a 1.1 reader sees `malformed`.
+    NotEventStream = 11,
+    /// A body in a content encoding the recorder does not decode (gzip, br, …), named in the
+    /// error text. Format 1.2; a 1.1 reader sees `malformed`.
+    UnsupportedEncoding = 12,
+    /// A 3xx answer; the error text holds the `Location`. Format 1.2; a 1.1 reader sees
+    /// `http_error`.
+    Redirect = 13,
+    /// Still streaming when the recorder stopped without finishing the trace (killed): the
+    /// request as of its last checkpoint, with every chunk that checkpoint held. Readers
+    /// present it; a writer never receives one. Format 1.2; a 1.1 reader does not see it.
+    Interrupted = 14,
 }
 
 impl Outcome {
     /// Every outcome, in code order.
-    pub const ALL: [Outcome; 11] = [
+    pub const ALL: [Outcome; 15] = [
         Outcome::Ok,
         Outcome::HttpError,
         Outcome::ConnectError,
@@ -87,6 +100,10 @@ impl Outcome {
         Outcome::Cancelled,
         Outcome::MissingDone,
         Outcome::Other,
+        Outcome::NotEventStream,
+        Outcome::UnsupportedEncoding,
+        Outcome::Redirect,
+        Outcome::Interrupted,
     ];
 
     /// The stable lower-case name used in reports.
@@ -103,12 +120,27 @@ impl Outcome {
             Outcome::Cancelled => "cancelled",
             Outcome::MissingDone => "missing_done",
             Outcome::Other => "other",
+            Outcome::NotEventStream => "not_event_stream",
+            Outcome::UnsupportedEncoding => "unsupported_encoding",
+            Outcome::Redirect => "redirect",
+            Outcome::Interrupted => "interrupted",
         }
     }
 
     /// Decode a code byte.
     pub fn from_code(code: u8) -> Option<Outcome> {
         Outcome::ALL.get(code as usize).copied()
+    }
+
+    /// The code a format 1.0/1.1 reader understands: the outcome's own code for the classes
+    /// 1.0 had, else the nearest of those (docs/FORMAT.md, section 4.6).
+    pub fn legacy_code(self) -> u8 {
+        match self {
+            Outcome::NotEventStream | Outcome::UnsupportedEncoding => Outcome::Malformed as u8,
+            Outcome::Redirect => Outcome::HttpError as u8,
+            Outcome::Interrupted => Outcome::Cancelled as u8,
+            other => other as u8,
+        }
     }
 }
 
@@ -309,4 +341,17 @@ pub struct RunEnd {
     pub reason: String,
     /// The client's own health during the run (CPU time, peak RSS, scheduling lag, …).
     pub client_health: BTreeMap<String, serde_json::Value>,
+}
+
+/// What a request still streaming has accumulated since its previous checkpoint (format 1.2):
+/// its head as of now and the chunks that arrived since. A reader that finds no final record
+/// for the request chains its checkpoints into one [`Outcome::Interrupted`] request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// The request as of the checkpoint: `end_ns` is when the checkpoint was taken, `outcome`
+    /// is [`Outcome::Interrupted`], and `chunks` holds only the chunks since the previous one.
+    pub record: RequestRecord,
+    /// Index, in the request's whole chunk list, of `record.chunks[0]` (the number of chunks
+    /// earlier checkpoints carried).
+    pub chunk_offset: u64,
 }

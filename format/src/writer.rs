@@ -13,8 +13,9 @@
 use crate::codec;
 use crate::error::FormatError;
 use crate::frame::{self, FrameKind, IndexEntry, CODEC_NONE, CODEC_ZSTD, MAX_RAW_LEN};
-use crate::types::{Header, Manifest, RequestRecord, RunEnd};
+use crate::types::{Checkpoint, Header, Manifest, RequestRecord, RunEnd};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -67,6 +68,7 @@ pub struct WriterStats {
 
 enum Message {
     Record(RequestRecord),
+    Checkpoint(Checkpoint),
     Finish(RunEnd),
 }
 
@@ -107,6 +109,14 @@ impl RecordSender {
             }
             Err(TrySendError::Disconnected(_)) => Err(self.shared.closed_error()),
         }
+    }
+
+    /// Queues the checkpoint of a request still streaming, without ever waiting: returns
+    /// false (and the caller keeps its chunks for the next checkpoint) when the channel is
+    /// full or the writer has stopped. A later [`RecordSender::send`] of the same request's
+    /// final record supersedes every checkpoint of it.
+    pub fn checkpoint(&self, checkpoint: Checkpoint) -> bool {
+        self.tx.try_send(Message::Checkpoint(checkpoint)).is_ok()
     }
 
     /// Back-pressure events counted so far (by every clone of this sender).
@@ -168,6 +178,7 @@ impl TraceWriter {
             config,
             index: Vec::new(),
             stats: WriterStats::default(),
+            open: Default::default(),
         };
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
@@ -215,6 +226,8 @@ struct WriterState {
     config: WriterConfig,
     index: Vec<IndexEntry>,
     stats: WriterStats,
+    /// Requests with a checkpoint written or pending and no final record yet.
+    open: std::collections::HashSet<u64>,
 }
 
 /// Rough uncompressed size of a record in a block payload, for the flush decision.
@@ -234,6 +247,63 @@ fn estimate_bytes(record: &RequestRecord) -> usize {
     64 + strings + 12 * record.chunks.len() + text
 }
 
+/// What the next block will hold: final records, and the latest checkpoint of each request
+/// still streaming (consecutive checkpoints of one request are merged into one).
+#[derive(Default)]
+struct Pending {
+    records: Vec<RequestRecord>,
+    checkpoints: Vec<Option<Checkpoint>>,
+    slot_of: HashMap<u64, usize>,
+    bytes: usize,
+    oldest: Option<Instant>,
+}
+
+impl Pending {
+    fn is_empty(&self) -> bool {
+        self.records.is_empty() && self.checkpoints.is_empty()
+    }
+
+    fn note_arrival(&mut self, size: usize) {
+        self.oldest.get_or_insert_with(Instant::now);
+        self.bytes += size;
+    }
+
+    fn add_record(&mut self, record: RequestRecord) {
+        // The final record supersedes the request's checkpoints still waiting here.
+        if let Some(slot) = self.slot_of.remove(&record.id) {
+            self.checkpoints[slot] = None;
+        }
+        self.note_arrival(estimate_bytes(&record));
+        self.records.push(record);
+    }
+
+    fn add_checkpoint(&mut self, checkpoint: Checkpoint) {
+        self.note_arrival(estimate_bytes(&checkpoint.record));
+        let id = checkpoint.record.id;
+        if let Some(&slot) = self.slot_of.get(&id) {
+            if let Some(held) = self.checkpoints[slot].as_mut() {
+                // Chunks continue the held ones; the head is the newer one's.
+                let mut newer = checkpoint.record;
+                let mut chunks = std::mem::take(&mut held.record.chunks);
+                chunks.append(&mut newer.chunks);
+                newer.chunks = chunks;
+                held.record = newer;
+                return;
+            }
+        }
+        self.slot_of.insert(id, self.checkpoints.len());
+        self.checkpoints.push(Some(checkpoint));
+    }
+
+    fn clear(&mut self) {
+        self.records.clear();
+        self.checkpoints.clear();
+        self.slot_of.clear();
+        self.bytes = 0;
+        self.oldest = None;
+    }
+}
+
 impl WriterState {
     fn run(&mut self, rx: &Receiver<Message>, shared: &Shared) -> Result<WriterStats, FormatError> {
         // Never let one block approach the reader's size limit.
@@ -241,42 +311,53 @@ impl WriterState {
             .config
             .block_target_bytes
             .clamp(1, MAX_RAW_LEN as usize / 4);
-        let mut pending: Vec<RequestRecord> = Vec::new();
-        let mut pending_bytes = 0usize;
-        let mut oldest = Instant::now();
+        let mut pending = Pending::default();
         loop {
-            let message = if pending.is_empty() {
-                rx.recv().map_err(|_| RecvTimeoutError::Disconnected)
-            } else {
-                let deadline = oldest + self.config.block_max_age;
-                rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            let message = match pending.oldest {
+                None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                Some(oldest) => {
+                    let deadline = oldest + self.config.block_max_age;
+                    rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                }
             };
             match message {
                 Ok(Message::Record(record)) => {
-                    let size = estimate_bytes(&record);
-                    if !pending.is_empty() && pending_bytes + size > MAX_RAW_LEN as usize / 2 {
+                    if !self.open.is_empty() {
+                        self.open.remove(&record.id);
+                    }
+                    if !pending.is_empty()
+                        && pending.bytes + estimate_bytes(&record) > MAX_RAW_LEN as usize / 2
+                    {
                         self.flush(&mut pending)?;
-                        pending_bytes = 0;
                     }
-                    if pending.is_empty() {
-                        oldest = Instant::now();
-                    }
-                    pending_bytes += size;
-                    pending.push(record);
-                    if pending_bytes >= target || oldest.elapsed() >= self.config.block_max_age {
-                        self.flush(&mut pending)?;
-                        pending_bytes = 0;
-                    }
+                    pending.add_record(record);
                 }
-                Ok(Message::Finish(end)) => {
+                Ok(Message::Checkpoint(checkpoint)) => {
+                    self.open.insert(checkpoint.record.id);
+                    if !pending.is_empty()
+                        && pending.bytes + estimate_bytes(&checkpoint.record)
+                            > MAX_RAW_LEN as usize / 2
+                    {
+                        self.flush(&mut pending)?;
+                    }
+                    pending.add_checkpoint(checkpoint);
+                }
+                Ok(Message::Finish(mut end)) => {
                     self.flush(&mut pending)?;
+                    if !self.open.is_empty() {
+                        // Readers chain these requests' checkpoints (docs/FORMAT.md, 4.6).
+                        end.client_health.insert(
+                            crate::checkpoint::UNFINISHED_KEY.into(),
+                            serde_json::json!(self.open.len()),
+                        );
+                    }
                     self.write_tail(&end)?;
                     self.stats.backpressure_events = shared.backpressure.load(Ordering::Relaxed);
                     return Ok(self.stats);
                 }
                 Err(RecvTimeoutError::Timeout) => {
                     self.flush(&mut pending)?;
-                    pending_bytes = 0;
+                    continue;
                 }
                 Err(RecvTimeoutError::Disconnected) => {
                     // Every sender is gone without finish(): keep what we have, like a kill would.
@@ -285,15 +366,27 @@ impl WriterState {
                     return Ok(self.stats);
                 }
             }
+            let aged = pending
+                .oldest
+                .is_some_and(|t| t.elapsed() >= self.config.block_max_age);
+            if pending.bytes >= target || aged {
+                self.flush(&mut pending)?;
+            }
         }
     }
 
-    /// Encodes, compresses and writes the pending records as one block.
-    fn flush(&mut self, pending: &mut Vec<RequestRecord>) -> Result<(), FormatError> {
-        if pending.is_empty() {
+    /// Encodes, compresses and writes the pending records and checkpoints as one block.
+    fn flush(&mut self, held: &mut Pending) -> Result<(), FormatError> {
+        if held.is_empty() {
             return Ok(());
         }
-        let raw = codec::encode_block(pending).map_err(FormatError::Encode)?;
+        let checkpoints: Vec<&Checkpoint> = held.checkpoints.iter().flatten().collect();
+        if held.records.is_empty() && checkpoints.is_empty() {
+            held.clear();
+            return Ok(());
+        }
+        let pending = &held.records;
+        let raw = codec::encode_block(pending, &checkpoints).map_err(FormatError::Encode)?;
         let raw_len = u32::try_from(raw.len())
             .ok()
             .filter(|&len| len <= MAX_RAW_LEN)
@@ -317,7 +410,7 @@ impl WriterState {
         self.stats.requests += pending.len() as u64;
         self.stats.chunks += chunks;
         self.stats.blocks += 1;
-        pending.clear();
+        held.clear();
         Ok(())
     }
 

@@ -164,6 +164,10 @@ pub struct RecordConfig {
     pub ttft_timeout: Option<Duration>,
     /// Grace period for in-flight requests after an interrupt or the end of `duration`.
     pub grace: Duration,
+    /// How often a request still streaming hands its new chunks to the writer, so that a
+    /// killed recorder loses at most this much (plus the writer's block age) of it. None: only
+    /// finished requests are written.
+    pub checkpoint_every: Option<Duration>,
     /// Text capture mode.
     pub capture: Capture,
     /// Longest SSE line accepted.
@@ -186,6 +190,10 @@ pub struct RecordConfig {
     /// Stop on Ctrl-C (the CLI sets this; in-process callers may not want it).
     pub handle_ctrl_c: bool,
 }
+
+/// The default of [`RecordConfig::checkpoint_every`]: with the writer's 1 s block age, a
+/// chunk is on disk at most about 1.5 s after it arrived.
+pub const DEFAULT_CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
 
 impl RecordConfig {
     /// A configuration with defaults for everything but the target and the output.
@@ -215,6 +223,7 @@ impl RecordConfig {
             timeout: None,
             ttft_timeout: None,
             grace: Duration::from_secs(5),
+            checkpoint_every: Some(DEFAULT_CHECKPOINT_EVERY),
             capture: Capture::None,
             line_limit: tokentrace_sse::parser::DEFAULT_LINE_LIMIT,
             labels: BTreeMap::new(),

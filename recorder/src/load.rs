@@ -56,7 +56,7 @@ pub struct LoadShared {
     /// Set when the duration ended the run.
     pub hit_deadline: AtomicBool,
     /// Requests per outcome code.
-    pub outcomes: [AtomicU64; 11],
+    pub outcomes: [AtomicU64; Outcome::ALL.len()],
     /// First trace write failure; the run stops sending when it happens.
     pub write_error: Mutex<Option<String>>,
     /// Warmup requests not yet ended (starts at the configured warmup count).

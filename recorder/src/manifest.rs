@@ -123,6 +123,10 @@ pub fn build(
         "ttft_timeout_s".into(),
         json!(config.ttft_timeout.map(|d| d.as_secs_f64())),
     );
+    load.insert(
+        "checkpoint_every_s".into(),
+        json!(config.checkpoint_every.map(|d| d.as_secs_f64())),
+    );
     load.insert("trial".into(), json!(config.trial));
     let mut extra = BTreeMap::new();
     extra.insert("tls_insecure".into(), json!(config.insecure));

@@ -88,7 +88,7 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
 
     let anchor = ClockAnchor::now();
     let chunk_capacity = config.max_tokens.map_or(256, |m| m as usize + 8).min(4096);
-    let ctx = StreamContext {
+    let mut ctx = StreamContext {
         client,
         fresh_client: build_fresh_client(&config)?,
         closes: closes.clone(),
@@ -104,6 +104,8 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
         line_limit: config.line_limit,
         trial: config.trial,
         chunk_capacity,
+        // Set once the trace exists; calibration probes are not part of it.
+        checkpoints: None,
     };
     let (prompts, calibration) = match &config.prompts {
         PromptSource::Synthetic { input_tokens } => {
@@ -150,6 +152,9 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
         shard: 0,
     };
     let writer = TraceWriter::create(&config.output, header, &manifest, WriterConfig::default())?;
+    ctx.checkpoints = config
+        .checkpoint_every
+        .map(|every| (writer.sender(), every));
 
     let stats = Arc::new(LiveStats::default());
     let (lag, lag_ticker) = LagProbe::spawn(Duration::from_millis(10));

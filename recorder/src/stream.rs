@@ -17,7 +17,7 @@ use hyper::{Method, Request, Uri};
 use std::time::Duration;
 use tokentrace_format::clock::mono_now_ns;
 use tokentrace_format::request_id::write_uuid;
-use tokentrace_format::{Outcome, Phase, RequestRecord, Usage};
+use tokentrace_format::{Checkpoint, Outcome, Phase, RecordSender, RequestRecord, Usage};
 use tokentrace_sse::classify::OutputSink;
 use tokentrace_sse::parser::{SseError, SseParser};
 use tokio::sync::oneshot;
@@ -63,6 +63,9 @@ pub struct StreamContext {
     pub trial: u32,
     /// Chunk vector capacity reserved per request.
     pub chunk_capacity: usize,
+    /// Where and how often a request still streaming checkpoints its new chunks (None: no
+    /// checkpoints; calibration probes have none).
+    pub checkpoints: Option<(RecordSender, Duration)>,
 }
 
 impl StreamContext {
@@ -204,6 +207,11 @@ struct StreamState {
     done: bool,
     first_output: bool,
     last_completion_tokens: Option<u32>,
+    /// Chunks already handed over in checkpoints.
+    checkpointed: usize,
+    /// Whether a checkpoint was handed over at all (the first one goes even without chunks:
+    /// it is what keeps a request that never answered in a killed recorder's trace).
+    any_checkpoint: bool,
 }
 
 impl StreamState {
@@ -237,7 +245,65 @@ impl StreamState {
             done: false,
             first_output: false,
             last_completion_tokens: None,
+            checkpointed: 0,
+            any_checkpoint: false,
         }
+    }
+
+    /// Hands the writer what arrived since the last checkpoint (never waits: a full channel
+    /// only defers it to the next tick). Runs every `checkpoint_every`, never per chunk.
+    fn checkpoint(&mut self, ctx: &StreamContext) {
+        let Some((sender, _)) = &ctx.checkpoints else {
+            return;
+        };
+        let have = self.record.chunks.len();
+        if self.any_checkpoint && have == self.checkpointed {
+            return;
+        }
+        let chunks = std::mem::take(&mut self.record.chunks);
+        let mut record = self.record.clone();
+        self.record.chunks = chunks;
+        record.chunks = self.record.chunks[self.checkpointed..].to_vec();
+        record.outcome = Outcome::Interrupted;
+        record.error = None;
+        record.end_ns = ctx.now_ns();
+        record.output_hash = self.sink.output_hash();
+        record.output_bytes = u32::try_from(self.sink.output_bytes).unwrap_or(u32::MAX);
+        scrub_secrets(&ctx.headers, &mut record);
+        let checkpoint = Checkpoint {
+            record,
+            chunk_offset: self.checkpointed as u64,
+        };
+        if sender.checkpoint(checkpoint) {
+            self.checkpointed = have;
+            self.any_checkpoint = true;
+        }
+    }
+
+    /// Awaits `future` while the checkpoint timer keeps ticking; None when `deadline` fired
+    /// first (the request has then timed out).
+    async fn await_ticking<F: std::future::Future>(
+        &mut self,
+        ctx: &StreamContext,
+        future: F,
+        deadline: &mut std::pin::Pin<&mut tokio::time::Sleep>,
+        tick: &mut std::pin::Pin<&mut tokio::time::Sleep>,
+    ) -> Option<F::Output> {
+        tokio::pin!(future);
+        loop {
+            tokio::select! {
+                biased;
+                out = &mut future => return Some(out),
+                () = deadline.as_mut() => return None,
+                () = tick.as_mut(), if ctx.checkpoints.is_some() => self.on_tick(ctx, tick),
+            }
+        }
+    }
+
+    fn on_tick(&mut self, ctx: &StreamContext, tick: &mut std::pin::Pin<&mut tokio::time::Sleep>) {
+        self.checkpoint(ctx);
+        let every = ctx.checkpoints.as_ref().map_or(Duration::MAX, |(_, d)| *d);
+        tick.as_mut().reset(Instant::now() + every);
     }
 
     /// Keep the first failure: later ones are usually its consequences.
@@ -263,6 +329,9 @@ impl StreamState {
             ttft_deadline.map_or(total_deadline, |d| d.min(total_deadline)),
         );
         tokio::pin!(sleep);
+        let every = ctx.checkpoints.as_ref().map_or(Duration::MAX, |(_, d)| *d);
+        let tick = tokio::time::sleep_until(start.checked_add(every).unwrap_or(far));
+        tokio::pin!(tick);
         self.record.send_ns = ctx.now_ns();
         let sent_mono_ns = mono_now_ns();
         let sent = Instant::now();
@@ -271,10 +340,12 @@ impl StreamState {
         } else {
             &ctx.client
         };
-        let mut response = tokio::select! {
-            biased;
-            r = client.request(build_request(ctx, spec)) => r,
-            () = &mut sleep => return self.timed_out(ctx, ttft_deadline, total_deadline),
+        let sending = client.request(build_request(ctx, spec));
+        let Some(mut response) = self
+            .await_ticking(ctx, sending, &mut sleep, &mut tick)
+            .await
+        else {
+            return self.timed_out(ctx, ttft_deadline, total_deadline);
         };
         if let Err(err) = &response {
             if stale_connection(err, sent_mono_ns, sent.elapsed()) {
@@ -282,11 +353,14 @@ impl StreamState {
                 // Times count from this send, the one the server answers.
                 self.record.retries = 1;
                 self.record.send_ns = ctx.now_ns();
-                response = tokio::select! {
-                    biased;
-                    r = ctx.fresh_client.request(build_request(ctx, spec)) => r,
-                    () = &mut sleep => return self.timed_out(ctx, ttft_deadline, total_deadline),
-                };
+                let resending = ctx.fresh_client.request(build_request(ctx, spec));
+                match self
+                    .await_ticking(ctx, resending, &mut sleep, &mut tick)
+                    .await
+                {
+                    Some(r) => response = r,
+                    None => return self.timed_out(ctx, ttft_deadline, total_deadline),
+                }
             }
         }
         let response = match response {
@@ -339,6 +413,10 @@ impl StreamState {
                         self.timed_out(ctx, ttft_deadline, total_deadline);
                     }
                     return;
+                }
+                () = &mut tick, if ctx.checkpoints.is_some() => {
+                    self.on_tick(ctx, &mut tick);
+                    continue;
                 }
             };
             // The arrival clock is read before anything looks at the bytes.

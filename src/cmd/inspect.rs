@@ -26,6 +26,9 @@ struct Totals {
     measured: u64,
     /// Requests sent again after their reused connection turned out closed.
     retried: u64,
+    /// Requests only checkpoints describe (still streaming when a recorder was killed);
+    /// included in `requests`.
+    interrupted: u64,
     chunks: u64,
     first_send_ns: Option<u64>,
     last_end_ns: Option<u64>,
@@ -36,11 +39,28 @@ struct Totals {
 fn gather(reader: &TraceReader) -> Totals {
     let mut totals = Totals::default();
     let mut block = DecodedBlock::default();
+    let mut merge = reader
+        .may_have_interrupted()
+        .then(tokentrace_format::checkpoint::Interrupted::default);
     for i in 0..reader.block_count() {
         if let Err(err) = reader.decode_block_into(i, &mut block) {
             totals.undecodable.push((i, err.to_string()));
             continue;
         }
+        if let Some(merge) = merge.as_mut() {
+            merge.add_block(&block);
+        }
+        totals.add(&block);
+    }
+    let interrupted = merge.map(|m| m.finish()).unwrap_or_default();
+    totals.interrupted = interrupted.len() as u64;
+    totals.add(&DecodedBlock::from_records(&interrupted));
+    totals
+}
+
+impl Totals {
+    fn add(&mut self, block: &DecodedBlock) {
+        let totals = self;
         totals.chunks += block.chunk_count() as u64;
         for r in &block.requests {
             totals.requests += 1;
@@ -51,7 +71,6 @@ fn gather(reader: &TraceReader) -> Totals {
             totals.last_end_ns = Some(totals.last_end_ns.map_or(r.end_ns, |t| t.max(r.end_ns)));
         }
     }
-    totals
 }
 
 /// The verdict word and its one-line summary, counting undecodable blocks as corruption.
@@ -95,6 +114,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "requests": totals.requests,
             "measured_requests": totals.measured,
             "retried_requests": totals.retried,
+            "interrupted_requests": totals.interrupted,
             "chunks": totals.chunks,
             "first_send_ns": totals.first_send_ns,
             "last_end_ns": totals.last_end_ns,
@@ -149,6 +169,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "requests:    {} ({} measured, {} retried on a fresh connection)",
             totals.requests, totals.measured, totals.retried
         );
+        if totals.interrupted > 0 {
+            println!(
+                "interrupted: {} still streaming when the recorder stopped (from checkpoints)",
+                totals.interrupted
+            );
+        }
         println!("chunks:      {}", totals.chunks);
         if let (Some(a), Some(b), Some(s)) = (totals.first_send_ns, totals.last_end_ns, span_s) {
             println!("time span:   {a} .. {b} ns ({s:.3} s)");

@@ -109,6 +109,10 @@ pub struct Args {
     /// Seconds in-flight requests get after Ctrl-C before they are cancelled.
     #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
     grace: f64,
+    /// How often a request still streaming hands its new chunks to the trace, in seconds, so
+    /// that a killed recorder (kill -9, OOM) keeps them (0: only finished requests).
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.5)]
+    checkpoint_every: f64,
     /// Text kept in the trace: none (lengths and hashes), text, or raw event payloads.
     #[arg(long, value_enum, default_value_t = CaptureArg::None)]
     capture: CaptureArg,
@@ -281,6 +285,10 @@ fn config_from(args: Args) -> anyhow::Result<RecordConfig> {
     config.timeout = seconds("--timeout", Some(args.timeout).filter(|s| *s != 0.0))?;
     config.ttft_timeout = seconds("--ttft-timeout", args.ttft_timeout)?;
     config.grace = seconds("--grace", Some(args.grace))?.unwrap_or_default();
+    config.checkpoint_every = seconds(
+        "--checkpoint-every",
+        Some(args.checkpoint_every).filter(|s| *s != 0.0),
+    )?;
     config.capture = match args.capture {
         CaptureArg::None => Capture::None,
         CaptureArg::Text => Capture::Text,
