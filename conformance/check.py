@@ -440,6 +440,62 @@ def cmd_fail(a, res):
     res.row(a.check, False, a.figure)
 
 
+# ---------------------------------------------------------------- crash: kill -9 mid-stream
+# A chunk reaches the trace through a checkpoint every 0.5 s and a block flushed at most 1 s
+# later; the tap sees the kill as the client's close. Events the tap read this long before it
+# must be in the trace.
+CRASH_LOSS_BOUND_MS = 2000.0
+INTERRUPTED = OUTCOMES.index('interrupted')
+
+
+def cmd_crash(a, res):
+    trace = read_trace(a.trace)
+    exchanges, conns = load_tap(a.tap)
+    reqs = [r for r in trace['requests'] if r['phase'] == MEASURED]
+    streams = {}
+    for e in exchanges:
+        if e['path'].endswith('/completions'):
+            streams.setdefault(e.get('x_request_id'), e)
+    killed_at = [c['t_close'] for c in conns if c.get('closed_by') == 'client']
+    bad = []
+    if trace['run_end'] is not None:
+        bad.append(f"the trace has a run end ({trace['run_end'].get('reason')}): not killed?")
+    if not killed_at:
+        bad.append('the tap saw no connection closed by the client')
+    kill = min(killed_at) if killed_at else 0
+    kept, seen, lost_ms = 0, 0, []
+    for r in reqs:
+        if r['outcome'] != INTERRUPTED:
+            bad.append(f"id {r['id']}: {OUTCOMES[r['outcome']]}, expected interrupted")
+            continue
+        _, sent = expected_request_id(trace, r['id'])
+        e = streams.get(sent)
+        if e is None or not e.get('sse'):
+            bad.append(f"id {r['id']}: no tap exchange with its request id {sent}")
+            continue
+        wire = e['sse']['events_list']
+        got = [c['text'] for c in r['chunks']]
+        if got != [ev['data'] for ev in wire[:len(got)]]:
+            bad.append(f"id {r['id']}: its {len(got)} chunks are not the first events on the wire")
+            continue
+        due = sum(1 for ev in wire if ev['t'] <= kill - CRASH_LOSS_BOUND_MS * 1e6)
+        if len(got) < due:
+            bad.append(f"id {r['id']}: {len(got)} chunks kept, the tap read {due} more than "
+                       f"{CRASH_LOSS_BOUND_MS:g} ms before the kill")
+        kept += len(got); seen += len(wire)
+        if got:
+            last = trace['header']['anchor_mono_ns'] + r['chunks'][-1]['arrival']
+            lost_ms.append(ms(kill - last))
+    started = len(streams)
+    if len(reqs) != a.expect:
+        bad.append(f'{len(reqs)} requests in the trace, {a.expect} started')
+    fig = (f"{len(reqs)}/{a.expect} started requests kept as interrupted · {kept} of the {seen} "
+           f"events the tap read kept · newest kept chunk "
+           f"{min(lost_ms, default=0):.0f}-{max(lost_ms, default=0):.0f} ms before the kill "
+           f"(bound {CRASH_LOSS_BOUND_MS:g} ms) · {started} streams on the wire")
+    res.row('kill-9', not bad and bool(reqs), fig, bad)
+
+
 def cmd_table(a):
     rows = [json.loads(line) for line in open(a.results)] if os.path.exists(a.results) else []
     widths = [max([len(h)] + [len(str(r[k])) for r in rows])
@@ -480,6 +536,10 @@ def main():
     s.add_argument('--kind', choices=['stale', 'idle'], required=True)
     s.add_argument('--expect', type=int, required=True)
     s.add_argument('--idle-s', type=float, default=5.0)
+    s = sub.add_parser('crash', parents=[common])
+    s.add_argument('--trace', required=True)
+    s.add_argument('--tap', required=True)
+    s.add_argument('--expect', type=int, required=True, help='requests started')
     s = sub.add_parser('fail', parents=[common])
     s.add_argument('--check', required=True)
     s.add_argument('--figure', required=True)
@@ -490,7 +550,7 @@ def main():
     res = Results(a.results, a.engine, a.api)
     try:
         {'stream': cmd_stream, 'aiperf': cmd_aiperf, 'keepalive': cmd_keepalive,
-         'fail': cmd_fail}[a.cmd](a, res)
+         'crash': cmd_crash, 'fail': cmd_fail}[a.cmd](a, res)
     except (OSError, ValueError, AssertionError, KeyError, subprocess.SubprocessError) as e:
         # A trace the reader refuses, a missing export, a failing analyze: a failed check.
         res.row(f'{a.cmd}-step', False, f'{type(e).__name__}: {str(e)[:200]}')

@@ -17,7 +17,7 @@
 #   TOKENTRACE_CONFORMANCE_RUN     folder for this run's logs, traces and exports
 #                                  (default $CACHE/runs/<date-time>)
 #   TOKENTRACE_CONFORMANCE_QUICK=1 same as --quick: half the recorded requests
-#   TOKENTRACE_CONFORMANCE_ONLY    space-separated subset of: stream aiperf keepalive
+#   TOKENTRACE_CONFORMANCE_ONLY    space-separated subset of: stream aiperf keepalive crash
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -25,7 +25,7 @@ REPO=$(dirname "$HERE")
 CACHE=${TOKENTRACE_CONFORMANCE_CACHE:-$HOME/.cache/tokentrace-conformance}
 export TOKENTRACE_CONFORMANCE_CACHE=$CACHE
 QUICK=${TOKENTRACE_CONFORMANCE_QUICK:-0}
-ONLY=${TOKENTRACE_CONFORMANCE_ONLY:-stream aiperf keepalive}
+ONLY=${TOKENTRACE_CONFORMANCE_ONLY:-stream aiperf keepalive crash}
 for arg in "$@"; do
   case $arg in
     --quick) QUICK=1 ;;
@@ -317,6 +317,52 @@ if [[ " $ONLY " == *" keepalive "* ]]; then
   if [ "${READY[llama-cpp-python]}" = 1 ]; then
     keepalive_run llama-cpp-python idle 3 --concurrency 1 --rate 0.15 --arrival constant
   fi
+fi
+
+# ---------------------------------------------------------------- kill -9 mid-stream
+# Two long streams from llama-server through the tap; the recorder is killed with SIGKILL
+# while both are streaming, and check.py compares what the trace kept (from checkpoints) with
+# what the tap saw before the kill.
+crash_run() {
+  local engine=llama-server name=crash-llama-server tport rc=0
+  local trace=$RUN/$name.trace taplog=$RUN/$name.tap.jsonl
+  tport=$(free_port)
+  : > "$taplog"
+  start "tap $name" "$RUN/$name.tap.out" "$PY" "$HERE/tap.py" --listen "$tport" \
+    --upstream "127.0.0.1:${PORT[$engine]}" --log "$taplog"
+  local tap_pid=$STARTED_PID deadline=$((SECONDS + 20))
+  until grep -q listening "$RUN/$name.tap.out" 2>/dev/null; do
+    if [ $SECONDS -ge $deadline ] || ! kill -0 "$tap_pid" 2>/dev/null; then
+      fail_row "$engine" chat kill-9 "tap did not start (see $RUN/$name.tap.out)"
+      stop "$tap_pid"; return
+    fi
+    sleep 0.1
+  done
+  log "record $name: 2 streams of 400 tokens, SIGKILL after 6 s"
+  "$BIN" record --url "http://127.0.0.1:$tport/v1" --model "$MODEL" --api chat --http 1 \
+    --requests 2 --concurrency 2 --input-tokens 32 --no-calibrate --max-tokens 400 \
+    --extra-body "$EXTRA_BODY" --capture raw --timeout "$REQUEST_TIMEOUT" --progress off \
+    --label "engine=$engine" --label suite=conformance -o "$trace" \
+    >"$RUN/$name.record.log" 2>&1 &
+  local rec_pid=$!
+  sleep 6
+  kill -KILL "$rec_pid" 2>/dev/null || true
+  wait "$rec_pid" 2>/dev/null || rc=$?
+  # The tap writes an exchange once both sides of its connection are gone.
+  deadline=$((SECONDS + 30))
+  until [ "$(grep -c '"type":"connection"' "$taplog")" -ge 2 ] || [ $SECONDS -ge $deadline ]; do
+    sleep 0.2
+  done
+  stop "$tap_pid"
+  if [ ! -s "$trace" ]; then
+    fail_row "$engine" chat kill-9 "exit $rc, no trace: $(tail -1 "$RUN/$name.record.log" | cut -c1-150)"
+    return
+  fi
+  check crash --engine "$engine" --api chat --trace "$trace" --tap "$taplog" --expect 2 || true
+}
+
+if [[ " $ONLY " == *" crash "* ]] && [ "${READY[llama-server]}" = 1 ]; then
+  crash_run
 fi
 
 # ---------------------------------------------------------------- report

@@ -197,11 +197,7 @@ fn sigkill_during_long_streams_keeps_every_started_request() {
     assert!(text.contains("interrupted"), "{text}");
     let copy = dir.path().join("copy.tt");
     tokentrace_without_key()
-        .args([
-            "redact",
-            out.to_str().unwrap(),
-            copy.to_str().unwrap(),
-        ])
+        .args(["redact", out.to_str().unwrap(), copy.to_str().unwrap()])
         .assert()
         .success();
     let (_, copied) = records_of(&copy);

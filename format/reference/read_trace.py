@@ -22,9 +22,13 @@ import sys
 import xxhash
 import zstandard
 
-# Column 9 and 26 values, by position.
+# Column 9 and 26 values, by position. Codes 11-14 appear only in column 31 (minor 2), whose
+# entry replaces column 9's nearest 1.0 class (section 4.6).
 OUTCOMES = ['ok', 'http_error', 'connect_error', 'stream_error', 'timeout', 'ttft_timeout',
-            'malformed', 'oversize', 'cancelled', 'missing_done', 'other']
+            'malformed', 'oversize', 'cancelled', 'missing_done', 'other',
+            'not_event_stream', 'unsupported_encoding', 'redirect', 'interrupted']
+LEGACY = {11: 6, 12: 6, 13: 1, 14: 8}
+INTERRUPTED = 14
 CHANNELS = ['role', 'reasoning', 'content', 'tool', 'usage', 'finish', 'done', 'error', 'other']
 PHASES = ['warmup', 'measured']
 
@@ -107,17 +111,44 @@ class R:
 
 
 def block(b, minor=0):
-    """The requests of one block payload, each with its chunks (sections 4.3-4.4).
+    """The final records of one block payload, each with its chunks (sections 4.3-4.6).
 
-    `minor` is the file's format minor: from 1 on, column 30 (retries, one u8 per request)
-    may follow the chunk columns.
+    `minor` is the file's format minor: from 1 on, column 30 (retries) may follow the chunk
+    columns; from 2 on, column 31 (outcome detail) and the checkpoint section.
     """
+    return block_with_checkpoints(b, minor)[0]
+
+
+def block_with_checkpoints(b, minor=0):
+    """(final records, checkpoints) of one block payload; a checkpoint is a request dict with
+    its new chunks and `chunk_offset`."""
     r = R(b)
+    finals = records(r, minor)
+    checkpoints = []
+    # Minor 2: the checkpoint section, one byte string holding columns 1-31 of the
+    # checkpointed requests, then their chunk offsets.
+    if minor >= 2 and r.p < len(b):
+        size = r.var()
+        assert size <= len(b) - r.p, 'checkpoint section exceeds the payload'
+        section = b[r.p:r.p + size]; r.p += size
+        if size:
+            cr = R(section)
+            checkpoints = records(cr, minor)
+            offsets = cr.seq(cr.var, len(checkpoints))
+            for c, off in zip(checkpoints, offsets):
+                c['chunk_offset'] = off
+    # Bytes from here on are later minor versions' columns: ignored.
+    return finals, checkpoints
+
+
+def records(r, minor):
+    """Columns 1-31 read from `r`: the requests of a block or of its checkpoint section."""
     ids = r.seq(r.zz); n = len(ids)
     phase = r.seq(r.byte, n); trial = r.seq(r.var, n)
     intended = r.seq(r.zz, n); send = r.seq(r.zz, n)
     headers = r.seq(lambda: r.opt(r.zz), n); end = r.seq(r.zz, n)
     status = r.seq(r.var, n); outcome = r.seq(r.byte, n)
+    assert all(o <= 10 for o in outcome), 'outcome code above 10 in column 9'
     error = r.seq(lambda: r.opt(r.string), n)
     usage = [r.seq(lambda: r.opt(r.var), n) for _ in range(4)]
     finish = r.seq(lambda: r.opt(r.string), n)
@@ -131,8 +162,13 @@ def block(b, minor=0):
     text = r.seq(lambda: r.opt(r.string), m)
     # Column 30 (minor 1): times each request was resent on a fresh connection after a reused
     # keep-alive connection failed. Absent from 1.0 blocks, where it counts as 0.
-    retries = r.seq(r.byte, n) if minor >= 1 and r.p < len(b) else [0] * n
-    # Bytes from here on are later minor versions' columns: ignored.
+    retries = r.seq(r.byte, n) if minor >= 1 and r.p < len(r.b) else [0] * n
+    # Column 31 (minor 2): the outcome when 1.1 has no name for it, else 0.
+    detail = r.seq(r.byte, n) if minor >= 2 and r.p < len(r.b) else [0] * n
+    for i, d in enumerate(detail):
+        if d:
+            assert LEGACY.get(d) == outcome[i], f'outcome detail {d} with code {outcome[i]}'
+            outcome[i] = d
     out = []; pid = 0; pint = 0; c = 0
     for i in range(n):
         rid = (pid + ids[i]) % M64; pid = rid
@@ -156,6 +192,50 @@ def block(b, minor=0):
     return out
 
 
+class Interrupted:
+    """Chains checkpoints, in file order, into the requests that never got a final record
+    (section 4.6): a final record forgets its request; a gap keeps the prefix before it."""
+
+    def __init__(s):
+        s.open, s.order = {}, []
+
+    def add(s, finals, checkpoints):
+        for c in checkpoints:
+            c = dict(c); off = c.pop('chunk_offset'); c['outcome'] = INTERRUPTED
+            held = s.open.get(c['id'])
+            if held is None:
+                s.order.append(c['id'])
+                c['gap'] = 0 if off > 0 else None
+                if off > 0:
+                    c['chunks'] = []
+                s.open[c['id']] = c
+                continue
+            chunks, gap = held['chunks'], held['gap']
+            if gap is None:
+                if off > len(chunks):
+                    gap = len(chunks)
+                else:
+                    chunks = chunks + c['chunks'][len(chunks) - off:]
+            c['chunks'], c['gap'] = chunks, gap
+            s.open[c['id']] = c
+        for f in finals:
+            s.open.pop(f['id'], None)
+
+    def finish(s):
+        out = []
+        for rid in s.order:
+            c = s.open.pop(rid, None)
+            if c is None:
+                continue
+            gap = c.pop('gap')
+            c['error'] = ('interrupted: still streaming when the recorder stopped; '
+                          f"{len(c['chunks'])} chunks up to its last checkpoint" if gap is None else
+                          'interrupted: still streaming when the recorder stopped; the first '
+                          f'{gap} chunks only (a later part was in a damaged block)')
+            out.append(c)
+        return out
+
+
 def footer(data, start):
     """Offset of the index frame when the file ends with a valid footer (section 3.3), else None."""
     if len(data) - start < 24 + 32:
@@ -177,7 +257,8 @@ def read_trace(path, on_frame=None):
     """Decode a whole trace. `on_frame(kind_name, seq, payload)` sees every frame in file order.
 
     Returns a dict: header, manifest, run_end (None without one), index (list of entries, or
-    None), blocks (count), requests (every request of every complete block, in file order),
+    None), blocks (count), requests (every final record of every complete block, in file
+    order, then the interrupted requests checkpoints describe), interrupted (their count),
     verdict ('ok' or 'recovered N blocks').
     """
     data = path if isinstance(path, (bytes, bytearray)) else open(path, 'rb').read()
@@ -189,6 +270,7 @@ def read_trace(path, on_frame=None):
     idx_off = footer(data, pos)
     stop = len(data) - 24 if idx_off is not None else len(data)
     requests, blocks, run_end, index, next_seq = [], 0, None, None, 0
+    merge = Interrupted()
     while pos < stop:
         try:
             kind, seq, payload, pos = frame(data, pos)
@@ -198,7 +280,9 @@ def read_trace(path, on_frame=None):
         if kind == 2:
             assert seq == next_seq, f'block seq {seq}, expected {next_seq}'
             next_seq += 1
-            requests += block(payload, header['minor']); blocks += 1
+            finals, checkpoints = block_with_checkpoints(payload, header['minor'])
+            requests += finals; blocks += 1
+            merge.add(finals, checkpoints)
         elif kind == 3:
             run_end = json.loads(payload)
         elif kind == 4 and idx_off is not None:
@@ -208,6 +292,11 @@ def read_trace(path, on_frame=None):
                               struct.unpack_from('<QIIQQQ', payload, 12 + 40 * i)))
                      for i in range(cnt)]
         # An index found by scanning a file without a valid footer is not trusted: ignored.
+    # Checkpoints matter without a run end (a killed writer), or when the writer said some
+    # checkpointed request never got its final record.
+    unfinished = (run_end or {}).get('client_health', {}).get('checkpointed_without_final', 0)
+    interrupted = merge.finish() if run_end is None or unfinished else []
+    requests += interrupted
     if idx_off is not None:
         assert index is not None and len(index) == blocks, 'index does not list every block'
         assert run_end is not None, 'finished trace without a run end'
@@ -215,7 +304,7 @@ def read_trace(path, on_frame=None):
     else:
         verdict = f'recovered {blocks} blocks'
     return dict(header=header, manifest=manifest, run_end=run_end, index=index, blocks=blocks,
-                requests=requests, verdict=verdict)
+                requests=requests, interrupted=len(interrupted), verdict=verdict)
 
 
 def main(argv):
@@ -235,7 +324,11 @@ def main(argv):
     if t['verdict'] != 'ok':
         print(t['verdict'])
     reqs = t['requests']
-    print('blocks', t['blocks'], 'requests', len(reqs), 'chunks', sum(len(r['chunks']) for r in reqs))
+    print('blocks', t['blocks'], 'requests', len(reqs), 'chunks', sum(len(r['chunks']) for r in reqs),
+          'interrupted', t['interrupted'])
+    for r in reqs:
+        if r['outcome'] > 10:
+            print('request', r['id'], OUTCOMES[r['outcome']], len(r['chunks']), 'chunks,', r['error'])
     # A few decoded values the golden files' tests spell out (format/tests/common/mod.rs).
     if len(reqs) > 3 and len(reqs[0]['chunks']) > 2 and len(reqs[3]['chunks']) > 23:
         print(reqs[0]['chunks'][2], reqs[1]['error'], reqs[3]['headers_list'],

@@ -204,6 +204,17 @@ impl TraceWriter {
         self.sender.clone()
     }
 
+    /// Stops without finishing: once every other sender is dropped too, the thread flushes
+    /// what it holds and ends, and the file reads like one a killed writer left (no run end,
+    /// no index). For tests and tools that need such a file made deterministically.
+    pub fn abandon(mut self) -> Result<WriterStats, FormatError> {
+        let thread = self.thread.take().ok_or(FormatError::WriterClosed)?;
+        drop(self);
+        thread
+            .join()
+            .map_err(|_| FormatError::WriterFailed("writer thread panicked".into()))?
+    }
+
     /// Flushes the last block, writes the run end, the index and the footer, syncs, and stops
     /// the thread. Call it after every sender is done: records queued behind it are not written.
     pub fn finish(mut self, end: RunEnd) -> Result<WriterStats, FormatError> {
