@@ -338,3 +338,66 @@ fn connections_a_server_closes_after_each_response_are_not_reused() {
     let health = &reader.run_end().unwrap().client_health;
     assert_eq!(health["server_closes_after_response"], true);
 }
+
+/// Answers that are not an event stream say what they are: a JSON completion or an HTML page
+/// (`not_event_stream`, with the content type and the body's start), a compressed body
+/// (`unsupported_encoding`), a redirect (`redirect`, with where to). Each was a
+/// `stream_error` or `missing_done` before.
+#[test]
+fn answers_that_are_not_a_stream_are_named() {
+    let cases: [(&'static str, &'static str, Outcome, &str); 4] = [
+        (
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n",
+            r#"{"choices":[{"message":{"content":"hi"},"finish_reason":"stop"}]}"#,
+            Outcome::NotEventStream,
+            "content type `application/json`, not an event stream: {\"choices\"",
+        ),
+        (
+            "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\n",
+            "<html><body>Sign in</body></html>",
+            Outcome::NotEventStream,
+            "`text/html`, not an event stream: <html><body>Sign in",
+        ),
+        (
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-encoding: gzip\r\n",
+            "\u{1f}\u{8b}\u{8}\u{0}binary",
+            Outcome::UnsupportedEncoding,
+            "content-encoding `gzip`",
+        ),
+        (
+            "HTTP/1.1 307 Temporary Redirect\r\nlocation: https://elsewhere.example/v1/chat/completions\r\n",
+            "",
+            Outcome::Redirect,
+            "redirect to https://elsewhere.example/v1/chat/completions",
+        ),
+    ];
+    for (head, body, outcome, text) in cases {
+        let url = serve(Behaviour {
+            head,
+            close: Close::WhenIdle(Duration::from_secs(5)),
+            ..Behaviour::one_per_connection(body)
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("run.ttrace");
+        let args = [
+            "--requests",
+            "2",
+            "--no-calibrate",
+            "--http",
+            "1",
+            "--timeout",
+            "20",
+        ];
+        record(&url, &out, &args).assert().success();
+        let (_, records) = records_of(&out);
+        assert_eq!(records.len(), 2);
+        for r in &records {
+            assert_eq!(r.outcome, outcome, "{head}: {:?}", r.error);
+            let error = r.error.as_deref().unwrap_or_default();
+            assert!(error.contains(text), "{head}: {error}");
+            assert!(r.chunks.is_empty());
+        }
+        let report = analyze_v3(&out).to_string();
+        assert!(report.contains(outcome.name()), "{report}");
+    }
+}

@@ -391,8 +391,24 @@ impl StreamState {
                 self.record.response_headers.push((name.to_string(), value));
             }
         }
+        let answer = Answer::of(&response);
         let mut body = response.into_body();
         let mut draining = false;
+        if let Some((outcome, message)) = answer.refusal(self.record.http_status) {
+            // The body says more (an HTML error page, a JSON completion); its first KiB is kept.
+            let text = if outcome == Outcome::NotEventStream {
+                tokio::select! {
+                    biased;
+                    text = read_error_body(&mut body) => format!(": {text}"),
+                    () = &mut sleep => String::from(" (body not received before the timeout)"),
+                }
+            } else {
+                String::new()
+            };
+            self.fail(outcome, format!("{message}{text}"));
+            self.record.end_ns = ctx.now_ns();
+            return;
+        }
         if self.record.http_status >= 400 {
             let text = tokio::select! {
                 biased;
@@ -525,3 +541,7 @@ async fn read_error_body(body: &mut Incoming) -> String {
 
 #[path = "stream_events.rs"]
 mod events;
+
+#[path = "stream_answer.rs"]
+mod answer;
+use answer::Answer;

@@ -37,7 +37,13 @@ pub struct Behaviour {
     pub close: Close,
     /// False: requests are read and never answered.
     pub answers: bool,
+    /// Status line and headers (each ending in CRLF, without content-length) of every POST
+    /// answer.
+    pub head: &'static str,
 }
+
+/// The head of a streamed answer.
+pub const STREAM_HEAD: &str = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n";
 
 impl Behaviour {
     /// Answers the first request of each connection with `stream`, closes on the next.
@@ -47,6 +53,7 @@ impl Behaviour {
             unsent: 0,
             close: Close::OnNextRequest,
             answers: true,
+            head: STREAM_HEAD,
         }
     }
 }
@@ -79,13 +86,17 @@ fn connection(mut conn: TcpStream, b: Behaviour) {
         if closes {
             return;
         }
-        let (content_type, body, unsent) = if head.starts_with("GET") {
-            ("application/json", r#"{"object":"list","data":[]}"#, 0)
+        let (reply_head, body, unsent) = if head.starts_with("GET") {
+            (
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n",
+                r#"{"object":"list","data":[]}"#,
+                0,
+            )
         } else {
-            ("text/event-stream", b.stream, b.unsent)
+            (b.head, b.stream, b.unsent)
         };
         let reply = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n{body}",
+            "{reply_head}content-length: {}\r\n\r\n{body}",
             body.len() + unsent
         );
         if conn.write_all(reply.as_bytes()).is_err() {
