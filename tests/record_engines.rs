@@ -401,3 +401,41 @@ fn answers_that_are_not_a_stream_are_named() {
         assert!(report.contains(outcome.name()), "{report}");
     }
 }
+
+/// A probe met by a transient refusal (503 with Retry-After, as an engine still loading
+/// answers) is asked again, so calibration still uses the server's own count; before, the
+/// first refusal made calibration fall back to a guess.
+#[test]
+fn a_transient_refusal_of_a_calibration_probe_is_asked_again() {
+    const USAGE_STREAM: &str =
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"length\"}]}\n\n\
+data: {\"choices\":[],\"usage\":{\"prompt_tokens\":64,\"completion_tokens\":1}}\n\n\
+data: [DONE]\n\n";
+    let url = serve(Behaviour {
+        busy_first: 1,
+        close: Close::WhenIdle(Duration::from_secs(5)),
+        ..Behaviour::one_per_connection(USAGE_STREAM)
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.ttrace");
+    let args = [
+        "--requests",
+        "1",
+        "--input-tokens",
+        "64",
+        "--http",
+        "1",
+        "--timeout",
+        "20",
+    ];
+    let (_, records) = record_ok(&url, &out, &args);
+    assert_eq!(records[0].outcome, Outcome::Ok, "{:?}", records[0].error);
+    let c = calibration(&out);
+    assert_eq!(c["method"], "usage", "{c}");
+    assert_eq!(c["measured_prompt_tokens"], 64, "{c}");
+    let notes = c["notes"].to_string();
+    assert!(
+        notes.contains("answered HTTP 503; asked again after 1000 ms"),
+        "{notes}"
+    );
+}

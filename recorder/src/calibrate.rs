@@ -38,6 +38,13 @@ const TOKENIZE_TIMEOUT: Duration = Duration::from_secs(30);
 /// At most this many measurements per strategy.
 const MAX_PROBES: usize = 5;
 
+/// Answers to a probe that mean "not now" rather than "not like this": the probe is sent
+/// again, up to [`PROBE_ATTEMPTS`] times, after the server's `Retry-After` (capped) or a
+/// second.
+const TRANSIENT_STATUS: [u16; 5] = [429, 500, 502, 503, 504];
+const PROBE_ATTEMPTS: usize = 3;
+const MAX_PROBE_BACKOFF: Duration = Duration::from_secs(5);
+
 /// How the word count was chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
@@ -189,9 +196,10 @@ async fn by_usage(
     let mut probe_ctx = ctx.clone();
     probe_ctx.timeout = Some(ctx.timeout.unwrap_or(PROBE_TIMEOUT));
     let mut search = Search::new(target);
+    let mut notes = Vec::new();
     for attempt in 0..MAX_PROBES {
         let id = PROBE_ID_BASE + attempt as u64;
-        match probe(&probe_ctx, config, id, search.words).await? {
+        match probe(&probe_ctx, config, id, search.words, &mut notes).await? {
             Some(tokens) => {
                 if search.measured(tokens) {
                     break;
@@ -206,18 +214,54 @@ async fn by_usage(
             None => break,
         }
     }
-    search
+    let mut found = search
         .best(Method::Usage)
-        .ok_or_else(|| Failure::Unusable("no probe succeeded".into()))
+        .ok_or_else(|| Failure::Unusable("no probe succeeded".into()))?;
+    found.notes = notes;
+    Ok(found)
 }
 
-/// One probe: a streamed request for one token; returns the server's prompt token count.
+/// One probe: a streamed request for one token; returns the server's prompt token count. A
+/// transient refusal (429, 5xx gateway or overload) is asked again, with a note of it.
 async fn probe(
     ctx: &StreamContext,
     config: &RecordConfig,
     id: u64,
     words: u32,
+    notes: &mut Vec<String>,
 ) -> Result<Option<u32>, Failure> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let record = probe_once(ctx, config, id, words).await;
+        let transient =
+            record.outcome == Outcome::HttpError && TRANSIENT_STATUS.contains(&record.http_status);
+        if !transient || attempt == PROBE_ATTEMPTS {
+            return probe_result(ctx, record);
+        }
+        let wait = record
+            .response_headers
+            .iter()
+            .find(|(name, _)| name == "retry-after")
+            .and_then(|(_, v)| v.trim().parse::<u64>().ok())
+            .map_or(Duration::from_secs(1), Duration::from_secs)
+            .min(MAX_PROBE_BACKOFF);
+        notes.push(format!(
+            "probe POST {} answered HTTP {}; asked again after {} ms",
+            ctx.uri,
+            record.http_status,
+            wait.as_millis()
+        ));
+        tokio::time::sleep(wait).await;
+    }
+}
+
+async fn probe_once(
+    ctx: &StreamContext,
+    config: &RecordConfig,
+    id: u64,
+    words: u32,
+) -> tokentrace_format::RequestRecord {
     let prompt = Prompt::Text(synthetic(config.seed, id, words));
     let spec = RequestSpec {
         id,
@@ -230,7 +274,13 @@ async fn probe(
     };
     // Never cancelled: the sender lives until the probe ends.
     let (_keep, cancel) = tokio::sync::oneshot::channel();
-    let record = execute(ctx, spec, cancel).await;
+    execute(ctx, spec, cancel).await
+}
+
+fn probe_result(
+    ctx: &StreamContext,
+    record: tokentrace_format::RequestRecord,
+) -> Result<Option<u32>, Failure> {
     let error = record.error.unwrap_or_default();
     match record.outcome {
         Outcome::Ok | Outcome::MissingDone => Ok(record.usage.prompt_tokens),

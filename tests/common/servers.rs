@@ -4,6 +4,8 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A complete chat stream: one content event, a finish event, `[DONE]`.
@@ -40,6 +42,9 @@ pub struct Behaviour {
     /// Status line and headers (each ending in CRLF, without content-length) of every POST
     /// answer.
     pub head: &'static str,
+    /// The first this many POSTs of the server's life are answered `503` with `Retry-After:
+    /// 1` (an engine still loading, a gateway shedding load).
+    pub busy_first: usize,
 }
 
 /// The head of a streamed answer.
@@ -54,6 +59,7 @@ impl Behaviour {
             close: Close::OnNextRequest,
             answers: true,
             head: STREAM_HEAD,
+            busy_first: 0,
         }
     }
 }
@@ -62,16 +68,18 @@ impl Behaviour {
 pub fn serve(behaviour: Behaviour) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
+    let posts = Arc::new(AtomicUsize::new(0));
     std::thread::spawn(move || {
         for conn in listener.incoming().take(200) {
             let Ok(conn) = conn else { continue };
-            std::thread::spawn(move || connection(conn, behaviour));
+            let posts = posts.clone();
+            std::thread::spawn(move || connection(conn, behaviour, &posts));
         }
     });
     format!("http://{addr}/v1")
 }
 
-fn connection(mut conn: TcpStream, b: Behaviour) {
+fn connection(mut conn: TcpStream, b: Behaviour, posts: &AtomicUsize) {
     conn.set_read_timeout(Some(Duration::from_secs(60))).ok();
     let mut answered: Option<Instant> = None;
     while let Some(head) = read_request(&mut conn) {
@@ -90,6 +98,12 @@ fn connection(mut conn: TcpStream, b: Behaviour) {
             (
                 "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n",
                 r#"{"object":"list","data":[]}"#,
+                0,
+            )
+        } else if posts.fetch_add(1, Ordering::SeqCst) < b.busy_first {
+            (
+                "HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\ncontent-type: text/plain\r\n",
+                "loading model",
                 0,
             )
         } else {
