@@ -4,6 +4,7 @@
 # The figures come from the trace's RunEnd.client_health (getrusage of the recorder only).
 #
 # Usage: benches/record_load.sh [CONCURRENCY...]
+#   RECORD_ARGS="--checkpoint-every 0"   extra arguments for every `tokentrace record`
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -n "${SKIP_BUILD:-}" ] || cargo build --release --quiet --bin tokentrace
@@ -22,5 +23,5 @@ for c in "${levels[@]}"; do
   # Four waves of c streams, 200 tokens each (one event per token).
   "$BIN" record --url "http://127.0.0.1:$PORT/v1" --model sim --progress off \
     --concurrency "$c" --requests $((c * 4)) --input-tokens 64 --max-tokens 200 --ignore-eos \
-    --threads 1 -o "$OUT/c$c.tt" | sed "s/^/c=$c: /"
+    --threads 1 ${RECORD_ARGS:-} -o "$OUT/c$c.tt" | sed "s/^/c=$c: /"
 done
