@@ -389,13 +389,13 @@ fn run_recorder(s: &Settings, level: Level, dir: &Path, prompts: &Path) -> io::R
         .run_end()
         .map(|e| e.client_health.clone())
         .unwrap_or_default();
-    let health_u64 = |k: &str| health.get(k).and_then(|v| v.as_u64());
+
     let mut side = Side {
         cpu_ns: reaped.cpu_ns,
         max_rss_bytes: reaped.max_rss_bytes,
         trace_bytes: Some(std::fs::metadata(&trace)?.len()),
-        sched_lag_ns: health_u64("max_sched_lag_ns"),
-        backpressure: health_u64("backpressure_events"),
+        sched_lag_ns: health.max_sched_lag_ns,
+        backpressure: health.backpressure_events,
         ..Side::default()
     };
     let (mut first, mut last) = (u64::MAX, 0);

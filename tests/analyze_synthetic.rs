@@ -176,9 +176,8 @@ fn write_trace(dir: &Path, name: &str) -> PathBuf {
         reason: "completed".into(),
         ..RunEnd::default()
     };
-    end.client_health
-        .insert("max_sched_lag_ns".into(), 20_000_000.into());
-    end.client_health.insert("cpu_ns".into(), 30_000_000.into());
+    end.client_health.max_sched_lag_ns = Some(20_000_000);
+    end.client_health.cpu_ns = Some(30_000_000);
     writer.finish(end).unwrap();
     path
 }

@@ -336,7 +336,7 @@ fn connections_a_server_closes_after_each_response_are_not_reused() {
     let retried = records.iter().filter(|r| r.retries > 0).count();
     assert!(retried <= 2, "{retried} of 30 retried");
     let health = &reader.run_end().unwrap().client_health;
-    assert_eq!(health["server_closes_after_response"], true);
+    assert_eq!(health.server_closes_after_response, Some(true));
 }
 
 /// Answers that are not an event stream say what they are: a JSON completion or an HTML page

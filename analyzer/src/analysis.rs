@@ -272,8 +272,12 @@ fn run_context(
             health_flags.push(format!("{prefix}run_not_finished"));
             continue;
         };
-        for (key, value) in &end.client_health {
-            client_health.insert(format!("{prefix}{key}"), value.clone());
+        // Sorted by key, as reports have always listed them.
+        if let Ok(Value::Object(health)) = serde_json::to_value(&end.client_health) {
+            let sorted: std::collections::BTreeMap<String, Value> = health.into_iter().collect();
+            for (key, value) in sorted {
+                client_health.insert(format!("{prefix}{key}"), value);
+            }
         }
         health_flags.extend(
             health_flags_of(&end.client_health, end.end_ns)
@@ -308,23 +312,19 @@ fn imported_window_ms(manifest: &tokentrace_format::Manifest) -> Option<f64> {
 }
 
 /// Flags a client whose own state may have disturbed the measurement.
-pub fn health_flags_of(
-    health: &std::collections::BTreeMap<String, Value>,
-    run_ns: u64,
-) -> Vec<String> {
-    let get = |key: &str| health.get(key).and_then(Value::as_f64);
+pub fn health_flags_of(health: &tokentrace_format::ClientHealth, run_ns: u64) -> Vec<String> {
     let mut flags = Vec::new();
-    if health
-        .iter()
-        .any(|(k, v)| k.contains("backpressure") && v.as_f64().unwrap_or(0.0) > 0.0)
-    {
+    if health.backpressure_events.is_some_and(|n| n > 0) {
         flags.push("writer_backpressure".to_string());
     }
     // A timer more than 10 ms late means the client could not read sockets on time either.
-    if get("max_sched_lag_ns").is_some_and(|lag| lag > 10e6) {
+    if health.max_sched_lag_ns.is_some_and(|lag| lag > 10_000_000) {
         flags.push("scheduler_lag_over_10ms".to_string());
     }
-    if get("cpu_ns").is_some_and(|cpu| run_ns > 0 && cpu / run_ns as f64 > 0.8) {
+    if health
+        .cpu_ns
+        .is_some_and(|cpu| run_ns > 0 && cpu as f64 / run_ns as f64 > 0.8)
+    {
         flags.push("client_cpu_over_80pct_of_a_core".to_string());
     }
     flags

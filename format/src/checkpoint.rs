@@ -11,19 +11,10 @@ use crate::block::DecodedBlock;
 use crate::types::{Outcome, RequestRecord};
 use std::collections::HashMap;
 
-/// The run end's `client_health` key a writer sets, to the number of such requests, when it
-/// finishes a trace in which some checkpointed request never got its final record.
-pub const UNFINISHED_KEY: &str = "checkpointed_without_final";
-
 /// Whether a reader must chain the checkpoints of a trace with this run end: always without
 /// one (a killed writer), and when the writer said some request was left unfinished.
 pub fn needs_merge(run_end: Option<&crate::types::RunEnd>) -> bool {
-    run_end.is_none_or(|end| {
-        end.client_health
-            .get(UNFINISHED_KEY)
-            .and_then(serde_json::Value::as_u64)
-            .is_some_and(|n| n > 0)
-    })
+    run_end.is_none_or(|end| end.client_health.checkpointed_without_final > Some(0))
 }
 
 /// One request as its checkpoints describe it so far.

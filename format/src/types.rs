@@ -340,7 +340,73 @@ pub struct RunEnd {
     /// Why the run stopped (`completed`, `duration`, `interrupted`, `error: …`).
     pub reason: String,
     /// The client's own health during the run (CPU time, peak RSS, scheduling lag, …).
-    pub client_health: BTreeMap<String, serde_json::Value>,
+    #[serde(default)]
+    pub client_health: ClientHealth,
+}
+
+/// What the recording client measured of itself (`getrusage`, its timer, its writer): the
+/// facts an analysis needs to tell whether the client disturbed what it measured. Every field
+/// is absent when not measured (an imported run); keys this version does not know are kept in
+/// `other`, so a trace from a newer writer loses nothing when read and copied.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClientHealth {
+    /// CPU time of the recorder during the load (user + system), ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ns: Option<u64>,
+    /// User-space part of `cpu_ns`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_user_ns: Option<u64>,
+    /// Kernel part of `cpu_ns`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_system_ns: Option<u64>,
+    /// `cpu_ns / chunks` (None without chunks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ns_per_chunk: Option<u64>,
+    /// Peak resident set size at the end of the run, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rss_bytes: Option<u64>,
+    /// Peak resident set size before the load started, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_before_load_bytes: Option<u64>,
+    /// Worst oversleep of a 10 ms ticker on the client's runtime, ns: how late the client
+    /// could have been reading sockets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_sched_lag_ns: Option<u64>,
+    /// Ticks of that ticker that came more than 1 ms late.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_ticks: Option<u64>,
+    /// Ticks of that ticker in all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ticks: Option<u64>,
+    /// Times a request's record waited for room in the writer's channel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backpressure_events: Option<u64>,
+    /// Chunks recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunks: Option<u64>,
+    /// Socket reads that delivered them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reads: Option<u64>,
+    /// Wall-clock span of the load, ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_ns: Option<u64>,
+    /// Runtime worker threads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_threads: Option<u64>,
+    /// Closed-loop concurrency (None for an open loop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u64>,
+    /// Whether the recorder stopped reusing connections because the server closed them right
+    /// after each response (docs/ENGINES.md, llama-server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_closes_after_response: Option<bool>,
+    /// Requests checkpointed but never given a final record when the trace was finished
+    /// (format 1.2, section 4.6): readers then chain their checkpoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpointed_without_final: Option<u64>,
+    /// Keys of other writers or later versions, kept as they were.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
 }
 
 /// What a request still streaming has accumulated since its previous checkpoint (format 1.2):
@@ -354,4 +420,31 @@ pub struct Checkpoint {
     /// Index, in the request's whole chunk list, of `record.chunks[0]` (the number of chunks
     /// earlier checkpoints carried).
     pub chunk_offset: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run end written by 1.1 (every key a JSON value, `concurrency` null in an open loop)
+    /// reads into the typed fields; keys this version does not know survive a round trip.
+    #[test]
+    fn client_health_reads_earlier_run_ends_and_keeps_unknown_keys() {
+        let json = r#"{"end_realtime_ns":1,"end_ns":2,"reason":"completed","client_health":
+            {"cpu_ns":30,"max_sched_lag_ns":20000000,"concurrency":null,
+             "server_closes_after_response":true,"gpu_watts":312.5}}"#;
+        let end: RunEnd = serde_json::from_str(json).unwrap();
+        let h = &end.client_health;
+        assert_eq!(h.cpu_ns, Some(30));
+        assert_eq!(h.max_sched_lag_ns, Some(20_000_000));
+        assert_eq!(h.concurrency, None);
+        assert_eq!(h.server_closes_after_response, Some(true));
+        assert_eq!(h.other["gpu_watts"], 312.5);
+        let back: RunEnd = serde_json::from_str(&serde_json::to_string(&end).unwrap()).unwrap();
+        assert_eq!(back, end);
+        // A run end without the object at all (an importer's) is an empty health report.
+        let bare: RunEnd =
+            serde_json::from_str(r#"{"end_realtime_ns":1,"end_ns":2,"reason":"x"}"#).unwrap();
+        assert_eq!(bare.client_health, ClientHealth::default());
+    }
 }

@@ -357,10 +357,7 @@ impl WriterState {
                     self.flush(&mut pending)?;
                     if !self.open.is_empty() {
                         // Readers chain these requests' checkpoints (docs/FORMAT.md, 4.6).
-                        end.client_health.insert(
-                            crate::checkpoint::UNFINISHED_KEY.into(),
-                            serde_json::json!(self.open.len()),
-                        );
+                        end.client_health.checkpointed_without_final = Some(self.open.len() as u64);
                     }
                     self.write_tail(&end)?;
                     self.stats.backpressure_events = shared.backpressure.load(Ordering::Relaxed);

@@ -13,15 +13,14 @@ use crate::stream::StreamContext;
 use http_body_util::Full;
 use hyper::header::{HeaderMap, HeaderName};
 use hyper::{Request, Uri};
-use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokentrace_format::{
-    realtime_now_ns, ClockAnchor, Header, Outcome, RequestIdHeader, RunEnd, TraceWriter,
-    WriterConfig, WriterStats,
+    realtime_now_ns, ClientHealth, ClockAnchor, Header, Outcome, RequestIdHeader, RunEnd,
+    TraceWriter, WriterConfig, WriterStats,
 };
 
 /// What a finished run reports back.
@@ -40,7 +39,7 @@ pub struct RunSummary {
     /// The writer's statistics.
     pub writer: WriterStats,
     /// The client's health, as stored in the trace's RunEnd.
-    pub client_health: BTreeMap<String, Value>,
+    pub client_health: ClientHealth,
     /// Words per synthetic prompt chosen by calibration.
     pub calibrated_words: Option<u32>,
 }
@@ -233,42 +232,32 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
     let chunks = stats.chunks.load(Ordering::Relaxed);
     let reads = stats.reads.load(Ordering::Relaxed);
     let cpu_ns = usage_after.cpu_ns.saturating_sub(usage_before.cpu_ns);
-    let mut health = BTreeMap::new();
-    health.insert("cpu_ns".into(), json!(cpu_ns));
     let user_ns = usage_after.user_ns.saturating_sub(usage_before.user_ns);
-    health.insert("cpu_user_ns".into(), json!(user_ns));
-    health.insert(
-        "cpu_system_ns".into(),
-        json!(cpu_ns.saturating_sub(user_ns)),
-    );
-    health.insert("cpu_ns_per_chunk".into(), json!(cpu_ns.checked_div(chunks)));
-    health.insert("max_rss_bytes".into(), json!(usage_after.max_rss_bytes));
-    health.insert(
-        "rss_before_load_bytes".into(),
-        json!(usage_before.max_rss_bytes),
-    );
-    health.insert("max_sched_lag_ns".into(), json!(lag.max_lag_ns()));
-    health.insert("late_ticks".into(), json!(lag.late_ticks()));
-    health.insert("ticks".into(), json!(lag.ticks()));
-    health.insert(
-        "backpressure_events".into(),
-        json!(shared.sender.backpressure_events()),
-    );
-    health.insert("chunks".into(), json!(chunks));
-    health.insert("reads".into(), json!(reads));
-    health.insert("wall_ns".into(), json!(end_ns.saturating_sub(start_ns)));
-    health.insert("worker_threads".into(), json!(config.threads));
-    // Whether the recorder stopped reusing connections because the server closed them right
-    // after its responses (docs/ENGINES.md, llama-server).
-    health.insert(
-        "server_closes_after_response".into(),
-        json!(closes.closed_after_response()),
-    );
     let concurrency = match config.load {
-        Load::Closed { concurrency } => Some(concurrency),
+        Load::Closed { concurrency } => Some(concurrency as u64),
         Load::Open { .. } => None,
     };
-    health.insert("concurrency".into(), json!(concurrency));
+    let health = ClientHealth {
+        cpu_ns: Some(cpu_ns),
+        cpu_user_ns: Some(user_ns),
+        cpu_system_ns: Some(cpu_ns.saturating_sub(user_ns)),
+        cpu_ns_per_chunk: cpu_ns.checked_div(chunks),
+        max_rss_bytes: Some(usage_after.max_rss_bytes),
+        rss_before_load_bytes: Some(usage_before.max_rss_bytes),
+        max_sched_lag_ns: Some(lag.max_lag_ns()),
+        late_ticks: Some(lag.late_ticks()),
+        ticks: Some(lag.ticks()),
+        backpressure_events: Some(shared.sender.backpressure_events()),
+        chunks: Some(chunks),
+        reads: Some(reads),
+        wall_ns: Some(end_ns.saturating_sub(start_ns)),
+        worker_threads: Some(config.threads as u64),
+        concurrency,
+        // Whether the recorder stopped reusing connections because the server closed them
+        // right after its responses (docs/ENGINES.md, llama-server).
+        server_closes_after_response: Some(closes.closed_after_response()),
+        ..ClientHealth::default()
+    };
     let end = RunEnd {
         end_realtime_ns: realtime_now_ns(),
         end_ns,

@@ -333,27 +333,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         outcomes.join(" "),
     );
     let health = &summary.client_health;
-    let number = |key: &str| health.get(key).and_then(|v| v.as_f64()).unwrap_or(0.0);
+    let number = |value: Option<u64>| value.unwrap_or(0) as f64;
+    let cpu_ns = number(health.cpu_ns);
+    let rss_mib = number(health.max_rss_bytes) / 1048576.0;
     if summary.chunks == 0 {
         // No chunk, no per-chunk cost to speak of.
         println!(
-            "client: {:.0} ms CPU, peak RSS {:.1} MiB, no chunks recorded",
-            number("cpu_ns") / 1e6,
-            number("max_rss_bytes") / 1048576.0,
+            "client: {:.0} ms CPU, peak RSS {rss_mib:.1} MiB, no chunks recorded",
+            cpu_ns / 1e6
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let chunks = number("chunks");
+    let chunks = summary.chunks as f64;
     println!(
-        "client: {:.3} us CPU per chunk ({:.3} us user), {:.0} ms CPU, peak RSS {:.1} MiB (before load {:.1} MiB), \
+        "client: {:.3} us CPU per chunk ({:.3} us user), {:.0} ms CPU, peak RSS {rss_mib:.1} MiB (before load {:.1} MiB), \
          max scheduling lag {:.2} ms, writer back-pressure {}",
-        number("cpu_ns") / chunks / 1000.0,
-        number("cpu_user_ns") / chunks / 1000.0,
-        number("cpu_ns") / 1e6,
-        number("max_rss_bytes") / 1048576.0,
-        number("rss_before_load_bytes") / 1048576.0,
-        number("max_sched_lag_ns") / 1e6,
-        number("backpressure_events"),
+        cpu_ns / chunks / 1000.0,
+        number(health.cpu_user_ns) / chunks / 1000.0,
+        cpu_ns / 1e6,
+        number(health.rss_before_load_bytes) / 1048576.0,
+        number(health.max_sched_lag_ns) / 1e6,
+        health.backpressure_events.unwrap_or(0),
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -246,6 +246,6 @@ pub(crate) fn run_end(
             "completed"
         }
         .into(),
-        client_health: BTreeMap::new(),
+        client_health: Default::default(),
     }
 }

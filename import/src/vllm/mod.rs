@@ -13,7 +13,6 @@ mod manifest;
 
 use crate::{require_requests, Imported};
 use serde_json::{Map, Value};
-use std::collections::BTreeMap;
 use std::path::Path;
 use tokentrace_format::{
     Channel, ChunkRecord, ClockAnchor, Header, Outcome, Phase, RequestRecord, RunEnd, Usage,
@@ -122,7 +121,7 @@ pub fn read(path: &Path) -> Result<Imported, ImportError> {
         end_realtime_ns: end_realtime.unwrap_or(0),
         end_ns,
         reason: "completed".into(),
-        client_health: BTreeMap::new(),
+        client_health: Default::default(),
     };
     Ok(Imported {
         header,
