@@ -5,8 +5,20 @@
 
 use crate::frame::{self, FrameHeader, FrameKind, FRAME_HEADER_LEN, FRAME_MAGIC};
 use crate::integrity::Skipped;
-use crate::reader::{frame_payload, parse_json, BlockInfo};
+use crate::payload::{frame_payload, parse_json};
 use crate::types::RunEnd;
+
+/// Where one readable block is, and what the index says about it (when there is one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockInfo {
+    /// Byte offset of the block's frame header.
+    pub offset: u64,
+    /// The frame header (sequence number, lengths, checksum).
+    pub frame: FrameHeader,
+    /// Requests and chunks in the block, from the index (None when found by scanning).
+    pub counts: Option<(u32, u64)>,
+}
+
 use xxhash_rust::xxh3::xxh3_64;
 
 /// A frame whose header and payload checksums are good.

@@ -6,24 +6,15 @@
 use crate::block::DecodedBlock;
 use crate::block_decoder;
 use crate::error::FormatError;
-use crate::frame::{self, FrameHeader, FrameKind, CODEC_ZSTD, FRAME_HEADER_LEN};
+use crate::frame::{self, FrameKind, FRAME_HEADER_LEN};
 use crate::integrity::{Integrity, Skipped};
+pub use crate::locate::BlockInfo;
 use crate::locate::{self, check_frame, FrameProblem};
+use crate::payload::{frame_payload, parse_json};
 use crate::types::{Header, Manifest, RequestRecord, RunEnd};
 use memmap2::Mmap;
 use std::fs::File;
 use std::path::Path;
-
-/// Where one readable block is, and what the index says about it (when there is one).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BlockInfo {
-    /// Byte offset of the block's frame header.
-    pub offset: u64,
-    /// The frame header (sequence number, lengths, checksum).
-    pub frame: FrameHeader,
-    /// Requests and chunks in the block, from the index (None when found by scanning).
-    pub counts: Option<(u32, u64)>,
-}
 
 enum Bytes {
     Mapped(Mmap),
@@ -47,52 +38,6 @@ pub struct TraceReader {
     run_end: Option<RunEnd>,
     blocks: Vec<BlockInfo>,
     integrity: Integrity,
-}
-
-pub(crate) fn frame_payload(header: &FrameHeader, payload: &[u8]) -> Result<Vec<u8>, String> {
-    if header.codec != CODEC_ZSTD {
-        return Ok(payload.to_vec());
-    }
-    // Check the size the zstd frame itself states before reserving `raw_len` bytes: a hostile
-    // raw length (up to MAX_RAW_LEN) must not make a tiny file reserve hundreds of MiB.
-    let raw = match zstd::zstd_safe::get_frame_content_size(payload) {
-        Ok(Some(size)) if size == u64::from(header.raw_len) => {
-            zstd::bulk::decompress(payload, header.raw_len as usize)
-                .map_err(|e| format!("zstd: {e}"))?
-        }
-        Ok(Some(size)) => {
-            return Err(format!(
-                "zstd frame holds {size} bytes, frame says {}",
-                header.raw_len
-            ))
-        }
-        // No stated size (a streaming writer): grow the buffer only as output really arrives.
-        Ok(None) => {
-            use std::io::Read;
-            let mut raw = Vec::new();
-            zstd::stream::read::Decoder::new(payload)
-                .and_then(|d| d.take(u64::from(header.raw_len) + 1).read_to_end(&mut raw))
-                .map_err(|e| format!("zstd: {e}"))?;
-            raw
-        }
-        Err(_) => return Err("zstd: not a valid zstd frame".into()),
-    };
-    if raw.len() != header.raw_len as usize {
-        return Err(format!(
-            "decompressed {} bytes, frame says {}",
-            raw.len(),
-            header.raw_len
-        ));
-    }
-    Ok(raw)
-}
-
-pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
-    header: &FrameHeader,
-    payload: &[u8],
-) -> Result<T, String> {
-    let raw = frame_payload(header, payload)?;
-    serde_json::from_slice(&raw).map_err(|e| format!("JSON: {e}"))
 }
 
 impl TraceReader {

@@ -14,7 +14,7 @@ use hyper::body::{Body, Frame as HttpFrame, SizeHint};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::Sleep;
 
-use crate::engine::Frame;
+use crate::job::Frame;
 use crate::truth::{mono_now_ns, TruthRecord, TruthSender};
 
 /// Body of every response the simulator sends.

@@ -59,6 +59,7 @@ mod chunk;
 mod config;
 mod engine;
 mod fault;
+mod job;
 mod prefix;
 pub mod request;
 mod routes;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 use crate::chunk::{done_event, Channel, EventLogprobs, StepText, UsageCounts, WholeResponse};
-use crate::engine::{EngineParams, Frame, Job, Sink};
+use crate::job::{EngineParams, Frame, Job, Sink};
 use crate::request::Api;
 
 /// A sequence holding a batch slot.

@@ -15,7 +15,8 @@ use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 
 use crate::config::SimConfig;
-use crate::engine::{spawn_engine, EngineHandle, EngineParams};
+use crate::engine::{spawn_engine, EngineHandle};
+use crate::job::EngineParams;
 use crate::prefix::PrefixCache;
 use crate::routes::{handle, State};
 use crate::truth::TruthLog;
