@@ -328,6 +328,12 @@ pub struct Manifest {
     /// The header that carried each request's id to the server, when one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id_header: Option<crate::request_id::RequestIdHeader>,
+    /// An imported run: the span its tool divided throughputs by (format 1.2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measurement_window: Option<crate::imported::MeasurementWindow>,
+    /// An imported run: its tool's own per-request token counts (format 1.2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_token_counts: Option<crate::imported::ClientTokenCounts>,
 }
 
 /// Facts known only when the run ends, written by `finish()` before the index.

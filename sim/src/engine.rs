@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::chunk::StepText;
-use crate::job::{EngineParams, Frame, Job, Sink};
+use crate::job::{EngineParams, Job};
 use crate::sequence::{advance, Outcome, Running};
 
 /// What the scheduler thread receives.
