@@ -93,10 +93,18 @@ fn manifest_keeps_aiperf_counts_configuration_and_window() {
         manifest.extra["aiperf"]["input_config"],
         summary["input_config"]
     );
-    let window = &manifest.extra["aiperf"]["phase_window"]["profiling"];
-    assert_eq!(window["start_time"], summary["start_time"]);
+    // The profiling phase, from the summary's start_time 22:10:05.546442 and end_time
+    // 22:10:09.902886 (same day).
+    assert_eq!(summary["start_time"], "2026-11-29T22:10:05.546442");
+    assert_eq!(summary["end_time"], "2026-11-29T22:10:09.902886");
+    let window = manifest.measurement_window.as_ref().unwrap();
+    assert_eq!(window.duration_ns, 4_356_444_000);
+    assert_eq!(
+        window.end_realtime_ns.unwrap() - window.start_realtime_ns.unwrap(),
+        window.duration_ns
+    );
     // The per-request OSL AIPerf used, keyed by trace id, matches profile_export.jsonl.
-    let per_request = &manifest.extra["client_token_counts"]["per_request"];
+    let per_request = &manifest.client_token_counts.as_ref().unwrap().per_request;
     let metrics = jsonl("profile_export.jsonl");
     for record in &records {
         let id = manifest.extra["aiperf"]["per_request"][record.id.to_string()]["x_request_id"]
@@ -106,8 +114,13 @@ fn manifest_keeps_aiperf_counts_configuration_and_window() {
             .iter()
             .find(|m| m["metadata"]["x_request_id"] == id)
             .unwrap();
-        let osl = &line["metrics"]["output_sequence_length"]["value"];
-        assert_eq!(&per_request[record.id.to_string()]["output_tokens"], osl);
+        let osl = line["metrics"]["output_sequence_length"]["value"].as_u64();
+        assert_eq!(
+            per_request[&record.id].output_tokens.map(u64::from),
+            osl,
+            "request {}",
+            record.id
+        );
     }
 }
 

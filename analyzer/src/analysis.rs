@@ -295,20 +295,13 @@ fn run_context(
     }
 }
 
-/// The measurement window an importer kept from the source tool, in ms: AIPerf's profiling
-/// phase (`extra.aiperf.phase_window.profiling`), or vLLM's benchmark `duration`.
+/// The measurement window an importer kept from the source tool, in ms (AIPerf's profiling
+/// phase, vLLM's benchmark `duration`).
 fn imported_window_ms(manifest: &tokentrace_format::Manifest) -> Option<f64> {
-    if let Some(window) = manifest
-        .extra
-        .get("aiperf")
-        .and_then(|a| a.pointer("/phase_window/profiling"))
-    {
-        let start = window.get("start_realtime_ns")?.as_u64()?;
-        let end = window.get("end_realtime_ns")?.as_u64()?;
-        return (end > start).then(|| (end - start) as f64 / 1e6);
-    }
-    let seconds = manifest.extra.get("vllm")?.get("duration")?.as_f64()?;
-    (seconds > 0.0).then_some(seconds * 1e3)
+    manifest
+        .window()
+        .filter(|w| w.duration_ns > 0)
+        .map(|w| w.duration_ns as f64 / 1e6)
 }
 
 /// Flags a client whose own state may have disturbed the measurement.

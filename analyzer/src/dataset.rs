@@ -224,26 +224,18 @@ impl Dataset {
     }
 }
 
-/// Per-request output token counts of a client tokenizer, as an importer keeps them:
-/// `extra["client_token_counts"]["per_request"]["<id>"]["output_sequence_length"]`.
+/// Per-request output token counts of a client tokenizer, as an importer keeps them.
 fn client_token_counts(manifest: &Manifest) -> std::collections::HashMap<u64, u32> {
-    let per_request = manifest
-        .extra
-        .get("client_token_counts")
-        .and_then(|c| c.get("per_request"))
-        .and_then(|p| p.as_object());
-    per_request
-        .into_iter()
-        .flatten()
-        .filter_map(|(id, counts)| {
-            // `output_tokens` is the count the source tool used (AIPerf's OSL, vLLM's output_lens).
-            let n = counts
-                .get("output_tokens")
-                .or_else(|| counts.get("output_sequence_length"))?
-                .as_u64()?;
-            Some((id.parse().ok()?, u32::try_from(n).ok()?))
+    manifest
+        .token_counts()
+        .map(|counts| {
+            counts
+                .per_request
+                .into_iter()
+                .filter_map(|(id, c)| Some((id, c.output_tokens?)))
+                .collect()
         })
-        .collect()
+        .unwrap_or_default()
 }
 
 /// One line a user can read about a part of the file the reader skipped.

@@ -46,7 +46,7 @@ pub enum TokenSource {
     /// One token per non-empty output chunk.
     Chunks,
     /// The count a client tokenizer made (an imported run's own counts, e.g. AIPerf's OSL,
-    /// kept in `manifest.extra["client_token_counts"]`).
+    /// kept in `manifest.client_token_counts`).
     ClientCount,
 }
 

@@ -8,7 +8,10 @@ use crate::time::parse_iso;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
-use tokentrace_format::{Header, Manifest, RequestRecord, RunEnd};
+use tokentrace_format::{
+    ClientTokenCounts, Header, Manifest, MeasurementWindow, RequestRecord, RequestTokenCounts,
+    RunEnd,
+};
 
 /// Everything the manifest is built from.
 pub(crate) struct Inputs<'a> {
@@ -120,13 +123,15 @@ pub(crate) fn build(mut inputs: Inputs<'_>) -> Manifest {
             aiperf.insert(key.into(), v.clone());
         }
     }
-    if let Some((start, end, start_text, end_text)) = window {
-        aiperf.insert(
-            "phase_window".into(),
-            json!({"profiling": {"start_realtime_ns": start, "end_realtime_ns": end,
-                                 "start_time": start_text, "end_time": end_text}}),
-        );
-    }
+    // The profiling phase: what AIPerf divides its throughputs by.
+    let measurement_window = window
+        .filter(|(start, end, _, _)| end > start)
+        .map(|(start, end, _, _)| MeasurementWindow {
+            source: "aiperf profiling phase (summary start_time .. end_time)".into(),
+            duration_ns: end - start,
+            start_realtime_ns: Some(start),
+            end_realtime_ns: Some(end),
+        });
     aiperf.insert(
         "per_request".into(),
         Value::Object(std::mem::take(&mut inputs.per_request)),
@@ -135,13 +140,13 @@ pub(crate) fn build(mut inputs: Inputs<'_>) -> Manifest {
     let mut extra = BTreeMap::new();
     extra.insert("import".into(), import);
     extra.insert("aiperf".into(), Value::Object(aiperf));
-    if inputs.has_token_counts {
-        let tokenizer = at("/tokenizer/name").cloned().unwrap_or(Value::Null);
-        extra.insert(
-            "client_token_counts".into(),
-            json!({"source": "aiperf", "tokenizer": tokenizer, "per_request": std::mem::take(&mut inputs.token_counts)}),
-        );
-    }
+    let client_token_counts = inputs.has_token_counts.then(|| ClientTokenCounts {
+        source: "aiperf".into(),
+        tokenizer: at("/tokenizer/name")
+            .and_then(Value::as_str)
+            .map(String::from),
+        per_request: typed_counts(std::mem::take(&mut inputs.token_counts)),
+    });
     let mut labels = BTreeMap::new();
     labels.insert("source_tool".into(), "aiperf".into());
     if let Some(id) = summary
@@ -173,8 +178,40 @@ pub(crate) fn build(mut inputs: Inputs<'_>) -> Manifest {
         labels,
         start_realtime_ns: window.map_or(inputs.anchor_realtime_ns, |w| w.0),
         extra,
+        measurement_window,
+        client_token_counts,
         ..Manifest::default()
     }
+}
+
+/// AIPerf's per-request counts (its metric names, plus `output_tokens`, the OSL it divides
+/// ITL by) as typed counts; its other metrics are kept under their names.
+fn typed_counts(counts: Map<String, Value>) -> BTreeMap<u64, RequestTokenCounts> {
+    counts
+        .into_iter()
+        .filter_map(|(id, v)| {
+            let Value::Object(mut other) = v else {
+                return None;
+            };
+            let mut take = |key: &str| {
+                other
+                    .remove(key)
+                    .and_then(|v| v.as_u64())
+                    .and_then(|n| u32::try_from(n).ok())
+            };
+            let output_tokens = take("output_tokens");
+            let input_tokens = take("input_sequence_length");
+            let other = other.into_iter().collect();
+            Some((
+                id.parse().ok()?,
+                RequestTokenCounts {
+                    input_tokens,
+                    output_tokens,
+                    other,
+                },
+            ))
+        })
+        .collect()
 }
 
 /// `extra.import`: what was imported, from what, and what the source could not provide.

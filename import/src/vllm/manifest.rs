@@ -7,18 +7,17 @@ use crate::issue_strings;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
-use tokentrace_format::Manifest;
+use tokentrace_format::{ClientTokenCounts, Manifest, MeasurementWindow, RequestTokenCounts};
 
 /// The manifest: vLLM's settings and summary, and what the file could not provide.
 pub(super) fn manifest(
     path: &Path,
     result: &Value,
-    counts: Map<String, Value>,
+    counts: BTreeMap<u64, RequestTokenCounts>,
     has_starts: bool,
     start_realtime: Option<u64>,
     issues: &[Issue],
 ) -> Manifest {
-    let get = |key: &str| result.get(key).cloned().unwrap_or(Value::Null);
     let backend = result
         .get("backend")
         .or_else(|| result.get("endpoint_type"))
@@ -90,14 +89,26 @@ pub(super) fn manifest(
             "issues": issue_strings(issues, 100),
         }),
     );
-    extra.insert(
-        "vllm".into(),
-        json!({ "result": summary, "duration": get("duration") }),
-    );
-    extra.insert(
-        "client_token_counts".into(),
-        json!({"source": "vllm", "tokenizer": get("tokenizer_id"), "per_request": counts}),
-    );
+    extra.insert("vllm".into(), json!({ "result": summary }));
+    // vLLM divides its throughputs by the benchmark's `duration`.
+    let measurement_window = result
+        .get("duration")
+        .and_then(Value::as_f64)
+        .filter(|s| *s > 0.0)
+        .map(|seconds| MeasurementWindow {
+            source: "vllm duration".into(),
+            duration_ns: (seconds * 1e9).round() as u64,
+            start_realtime_ns: None,
+            end_realtime_ns: None,
+        });
+    let client_token_counts = Some(ClientTokenCounts {
+        source: "vllm".into(),
+        tokenizer: result
+            .get("tokenizer_id")
+            .and_then(Value::as_str)
+            .map(String::from),
+        per_request: counts,
+    });
     Manifest {
         tool_version: env!("CARGO_PKG_VERSION").into(),
         argv: vec![
@@ -124,6 +135,8 @@ pub(super) fn manifest(
         labels,
         start_realtime_ns: start_realtime.unwrap_or(0),
         extra,
+        measurement_window,
+        client_token_counts,
         ..Manifest::default()
     }
 }

@@ -12,7 +12,7 @@ use crate::fields::{describe, f64_value, len_u32, sat_u32, Ctx};
 mod manifest;
 
 use crate::{require_requests, Imported};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::path::Path;
 use tokentrace_format::{
     Channel, ChunkRecord, ClockAnchor, Header, Outcome, Phase, RequestRecord, RunEnd, Usage,
@@ -76,21 +76,24 @@ pub fn read(path: &Path) -> Result<Imported, ImportError> {
     let start_realtime = end_realtime.map(|end| end.saturating_sub(duration.map_or(0, secs_to_ns)));
 
     let mut requests = Vec::with_capacity(n);
-    let mut counts = Map::new();
+    let mut counts = std::collections::BTreeMap::new();
     for i in 0..n {
         let start = starts.as_ref().map_or(0.0, |s| s[i]) - min_start;
         match request(&result, i, start, ctx) {
             Ok(record) => {
-                let mut c = Map::new();
-                for (key, field) in [
-                    ("output_tokens", "output_lens"),
-                    ("input_tokens", "input_lens"),
-                ] {
-                    if let Some(v) = array(field).and_then(|a| a[i].as_u64()) {
-                        c.insert(key.into(), v.into());
-                    }
-                }
-                counts.insert(record.id.to_string(), Value::Object(c));
+                let len = |field: &str| {
+                    array(field)
+                        .and_then(|a| a[i].as_u64())
+                        .and_then(|n| u32::try_from(n).ok())
+                };
+                counts.insert(
+                    record.id,
+                    tokentrace_format::RequestTokenCounts {
+                        output_tokens: len("output_lens"),
+                        input_tokens: len("input_lens"),
+                        other: Default::default(),
+                    },
+                );
                 requests.push(record);
             }
             Err(issue) => issues.push(issue),
