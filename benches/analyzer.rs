@@ -6,6 +6,8 @@
 //! (`--protocol decode-only` times the format's block decoding alone, for comparison.)
 //! The trace is cached in the target directory and reused while N and C stay the same.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)] // criterion generates undocumented items; a bench may fail loudly
+
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tokentrace_analyzer::analysis::{self, Analysis, AnalyzeOptions};

@@ -9,6 +9,8 @@
 //! `cargo bench --bench e2e -- [--levels 64,256,1024,2048] [--steps 10,2] [--request-ms 1000]
 //!  [--waves 2] [--threads 2] [--sim-threads 1] [--no-floor] [--keep] [--doc docs/PERFORMANCE.md]`
 
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)] // criterion generates undocumented items; a bench may fail loudly
+
 #[path = "e2e/accuracy.rs"]
 mod accuracy;
 #[path = "e2e/floor.rs"]

@@ -6,6 +6,8 @@
 //! thread), not wall time: the figures are chunks per CPU-second, i.e. per core, and stay
 //! meaningful on a host shared with other work.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)] // criterion generates undocumented items; a bench may fail loudly
+
 use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::path::Path;

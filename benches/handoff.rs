@@ -11,6 +11,8 @@
 //!
 //! Run: `cargo bench --bench handoff`
 
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)] // criterion generates undocumented items; a bench may fail loudly
+
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use tokentrace_analyzer::facts::{summarize, ChunkSlice, GapChunks, RequestHead};
 use tokentrace_format::{

@@ -4,6 +4,8 @@
 //!
 //! Run: `cargo bench --bench sse`
 
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)] // criterion generates undocumented items; a bench may fail loudly
+
 use criterion::measurement::WallTime;
 use criterion::{
     black_box, criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput,

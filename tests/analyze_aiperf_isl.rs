@@ -3,6 +3,8 @@
 //! `usage.prompt_tokens`: on the AIPerf 0.13 fixture the two differ (128 against 108.75 on
 //! average), and `--protocol aiperf` must report AIPerf's.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 mod common;
 
 #[test]

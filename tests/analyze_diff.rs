@@ -1,6 +1,8 @@
 //! `tokentrace diff` tells a real regression from noise; `tokentrace protocols` lists and
 //! prints definitions; a user-defined protocol file is analyzed like a built-in one.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 mod common;
 
 use common::{json_of, tokentrace};
@@ -161,6 +163,7 @@ fn protocols_lists_and_prints_every_definition() {
         "capacity-v3",
         "capacity-v4-reasoning",
         "aiperf",
+        "aiperf-0.10",
         "vllm",
         "sglang",
         "guidellm",

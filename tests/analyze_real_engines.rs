@@ -4,6 +4,8 @@
 //! tool does not, counts the second where the tool needs no `[DONE]`, and says so in every
 //! report layout.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 mod common;
 
 use common::{json_of, stdout_of, tokentrace};

@@ -1,6 +1,8 @@
 //! A trace written in the test with known timestamps: `tokentrace analyze` must give the
 //! hand-computed values under every shipped protocol, and its outputs are pinned by snapshots.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 mod common;
 
 use common::{json_of, stdout_of, tokentrace};
@@ -384,6 +386,28 @@ fn aiperf_gives_the_hand_computed_values() {
 }
 
 #[test]
+fn aiperf_0_10_reports_the_capacity_blocks_statistics() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), "run.tt");
+    let r = analyze_json(&trace, "aiperf-0.10", &[]);
+    let m = &r["metrics"];
+    let keys = |metric: &str| -> Vec<String> {
+        let stats = m[metric].as_object().unwrap().keys();
+        stats.filter(|k| *k != "unit").cloned().collect()
+    };
+    // The capacity fixture's statistics: p50, p95, p99 of times; avg, p50, p95 per user.
+    assert_eq!(keys("time_to_first_token"), ["p50", "p95", "p99"]);
+    assert_eq!(
+        keys("output_token_throughput_per_user"),
+        ["avg", "p50", "p95"]
+    );
+    close(&m["time_to_first_token"]["p50"], 19.0); // 18 and 20, numpy-linear
+    close(&m["request_latency"]["p50"], 94.0); // 88 and 100
+    close(&m["inter_token_latency"]["p50"], 17.0); // 14 and 20
+    close(&r["aggregates"]["request_throughput"], 2.0 / 0.158);
+}
+
+#[test]
 fn vllm_gives_the_hand_computed_values() {
     let dir = tempfile::tempdir().unwrap();
     let trace = write_trace(dir.path(), "run.tt");
@@ -562,4 +586,58 @@ fn output_goes_to_a_file_and_bad_input_is_an_error() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&bad_slo.stderr).contains("has no metric `nothing`"));
+}
+
+#[test]
+fn an_slo_needs_a_unit_and_takes_every_spelling_capacity_takes() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), "run.tt");
+    // A bare threshold was read as milliseconds; it is refused, with the accepted form.
+    let bare = tokentrace()
+        .arg("analyze")
+        .arg(&trace)
+        .args(["--slo", "ttft:p95<200"])
+        .output()
+        .unwrap();
+    assert_eq!(bare.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&bare.stderr);
+    assert!(
+        stderr.contains("--slo ttft:p95<200: the threshold needs a unit, e.g. `ttft:p95<200ms`"),
+        "{stderr}"
+    );
+    // What only `capacity --slo` took before: `avg`, `>=`, aliases, rates, whitespace.
+    let r = analyze_json(
+        &trace,
+        "aiperf",
+        &[
+            "--slo",
+            "ttft : avg < 1 s",
+            "--slo",
+            "request_latency:p50<=1s",
+            "--slo",
+            "per_user_tps:p50>=1tok/s",
+        ],
+    );
+    let slo = |i: usize, key: &str| r["slo"][i][key].clone();
+    assert_eq!(
+        (slo(0, "metric"), slo(0, "stat")),
+        ("time_to_first_token".into(), "mean".into())
+    );
+    assert_eq!(slo(0, "threshold"), 1000.0);
+    assert_eq!(slo(1, "metric"), "request_latency");
+    assert_eq!(slo(2, "metric"), "output_token_throughput_per_user");
+    assert!((0..3).all(|i| slo(i, "met") == true), "{}", r["slo"]);
+    // A unit that does not fit the metric is refused.
+    let misfit = tokentrace()
+        .arg("analyze")
+        .arg(&trace)
+        .args(["--protocol", "aiperf", "--slo", "per_user_tps:p50>=1ms"])
+        .output()
+        .unwrap();
+    assert_eq!(misfit.status.code(), Some(2));
+    // GuideLLM's request latency is in seconds: 100 ms is 0.1 there (it was compared as 100).
+    let r = analyze_json(&trace, "guidellm", &["--slo", "e2e:max<=100ms"]);
+    assert_eq!(r["slo"][0]["metric"], "request_latency");
+    close(&r["slo"][0]["threshold"], 0.1);
+    assert_eq!(r["slo"][0]["met"], false);
 }

@@ -1,6 +1,8 @@
 //! The capacity report's per-trial metrics follow AIPerf's definitions: measured on the AIPerf
 //! 0.13 fixture run (imported as a trace), they match AIPerf's own summary.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 mod common;
 
 use serde_json::Value;

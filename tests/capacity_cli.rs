@@ -1,5 +1,7 @@
 //! `tokentrace capacity` argument handling, budgets and failing requests, against the simulator.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 use assert_cmd::Command;
 use predicates::str::contains;
 use serde_json::Value;
@@ -23,7 +25,7 @@ fn malformed_specs_are_refused_before_any_traffic() {
         ),
         (
             &["--workload", "64/8", "--slo", "ttft:p95<1000"],
-            "needs a unit",
+            "--slo ttft:p95<1000: the threshold needs a unit, e.g. `ttft:p95<1000ms`",
         ),
         (
             &[

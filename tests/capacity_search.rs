@@ -2,6 +2,8 @@
 //! exactly, the saved directory re-analyzes to the same bytes, a looser SLO moves the answer,
 //! and the report has the fixture's keys.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 use assert_cmd::Command;
 use serde_json::Value;
 use std::collections::BTreeSet;

@@ -1,6 +1,8 @@
 //! Output to a closed pipe (`tokentrace protocols aiperf | head -5`) ends the process quietly
 //! by SIGPIPE, exit status 141 in a shell, never with a panic or an error message.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};
 

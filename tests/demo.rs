@@ -1,5 +1,7 @@
 //! The one-command demo: simulator, record, analyze, report, end to end through the binary.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 use assert_cmd::Command;
 use std::time::Duration;
 use tokentrace_format::{Channel, Phase, TraceReader};

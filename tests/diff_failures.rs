@@ -2,6 +2,8 @@
 //! verdict, a warning for a side without a successful request or with damage, and each side
 //! named by its run.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 mod common;
 
 use common::recording::*;

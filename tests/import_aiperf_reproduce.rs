@@ -6,6 +6,8 @@
 //! model, whose stream carries sse-starlette's `: ping - <time>` comments (recorded by AIPerf
 //! as packets named `comment`; they once made the three slowest requests fail the import).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 mod common;
 
 use serde_json::Value;

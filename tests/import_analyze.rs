@@ -1,6 +1,8 @@
 //! An imported AIPerf run analyzed like a recorded one: under capacity-v3 it gives a complete
 //! `anvil-serving.benchmark/v1` report, key for key as the real one in the fixtures.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 mod common;
 
 use serde_json::Value;

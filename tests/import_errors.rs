@@ -1,6 +1,8 @@
 //! Malformed imports: every problem names its file, line and field; what is sound is imported
 //! (exit 1), and an input with nothing sound fails (exit 2) without writing a trace.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 use assert_cmd::Command;
 use predicates::str::contains;
 use serde_json::json;

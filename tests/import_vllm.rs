@@ -2,6 +2,8 @@
 //! --save-result --save-detailed` writes it (vllm/benchmarks/serve.py, `benchmark` and
 //! `main_async`): chunk times rebuilt from the gaps give back vLLM's own formulas.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 mod common;
 
 use serde_json::{json, Value};
@@ -94,7 +96,8 @@ fn chunk_times_are_rebuilt_from_ttft_and_gaps() {
         .contains("ClientConnectorError"));
     let manifest = reader.manifest();
     assert_eq!(manifest.api, "chat");
-    assert_eq!(manifest.extra["vllm"]["duration"], 0.75);
+    let window = manifest.measurement_window.as_ref().unwrap();
+    assert_eq!(window.duration_ns, 750_000_000, "vLLM's `duration`");
     let unknown = manifest.extra["import"]["unknown"].as_array().unwrap();
     assert!(unknown
         .iter()
@@ -110,7 +113,12 @@ fn chunk_times_are_rebuilt_from_ttft_and_gaps() {
 fn vllm_formulas_agree_on_the_trace() {
     let result = detailed_result();
     let (_dir, reader, records) = import(&result);
-    let counts = &reader.manifest().extra["client_token_counts"]["per_request"];
+    let counts = &reader
+        .manifest()
+        .client_token_counts
+        .as_ref()
+        .unwrap()
+        .per_request;
     let ok: Vec<usize> = (0..3).filter(|&i| result["errors"][i] == "").collect();
 
     let ttfts = floats(&result["ttfts"]);
@@ -131,7 +139,7 @@ fn vllm_formulas_agree_on_the_trace() {
         let r = &records[i];
         let ttft = (r.chunks[0].arrival_ns - r.send_ns) as f64 * 1e-9;
         let e2el = (r.end_ns - r.send_ns) as f64 * 1e-9;
-        let n = counts[i.to_string()]["output_tokens"].as_f64().unwrap();
+        let n = f64::from(counts[&(i as u64)].output_tokens.unwrap());
         assert!(close(ttft, ttfts[i]));
         trace_tpot.push((e2el - ttft) / (n - 1.0));
         trace_itl.extend(

@@ -1,5 +1,7 @@
 //! `tokentrace inspect` on the golden traces, a damaged copy and a missing file.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 mod common;
 
 use assert_cmd::Command;

@@ -1,6 +1,8 @@
 //! `tokentrace record` against the simulator: both APIs, reasoning on and off, several tokens
 //! per chunk, usage, warmup, intended vs actual start.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 mod common;
 
 use common::recording::*;

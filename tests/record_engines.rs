@@ -3,6 +3,8 @@
 //! to its tokenizer), keep-alive connections the server has already closed (llama.cpp's
 //! cpp-httplib, uvicorn), streams that end without `[DONE]`, and mistyped base URLs.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 mod common;
 
 use common::recording::*;

@@ -1,6 +1,8 @@
 //! Injected faults are recorded with their outcome class and message; the run goes on and
 //! exits 0. Also: timeouts, and Ctrl-C finishing the trace with cancelled requests.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 mod common;
 
 use common::recording::*;

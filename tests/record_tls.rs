@@ -2,6 +2,8 @@
 //! front of the simulator. Verification refuses it without the CA and accepts it with
 //! `--ca-cert`; `--insecure` is recorded in the manifest.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 mod common;
 
 use common::recording::*;

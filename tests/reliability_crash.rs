@@ -2,6 +2,8 @@
 //! finishes the trace with in-flight requests cancelled, and a full disk is a clear error that
 //! leaves a readable partial trace.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 mod common;
 
 use common::recording::*;

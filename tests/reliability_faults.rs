@@ -4,6 +4,8 @@
 //! failures. Plus the two faults of the network itself: nothing listening at start, and the
 //! server going away in the middle of a run.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 mod common;
 
 use common::recording::*;

@@ -10,6 +10,8 @@
 //!
 //! `TT_LOAD_STREAMS` and `TT_LOAD_SECONDS` override 2000 and 60 for a quicker look.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 mod common;
 
 use common::recording::*;

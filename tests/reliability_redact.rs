@@ -1,6 +1,8 @@
 //! `tokentrace redact IN OUT`: the copy has no captured text or payloads and no response header
 //! values beyond timings and ids; everything else is identical, and it passes `inspect`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 mod common;
 
 use common::recording::*;

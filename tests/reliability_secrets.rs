@@ -3,6 +3,8 @@
 //! from a server that echoes the key back), and on connection errors. Text capture is off
 //! unless asked for.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 mod common;
 
 use common::recording::*;

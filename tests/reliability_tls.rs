@@ -2,6 +2,8 @@
 //! `tls_insecure` in the manifest): a refused handshake starts no trace and leaks no key, and an
 //! `--insecure` run says so in the manifest's argv as well as in `extra.tls_insecure`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 mod common;
 
 use common::recording::*;

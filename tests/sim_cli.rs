@@ -1,6 +1,8 @@
 //! `tokentrace sim`: prints its address, serves with the flags given, stops on Ctrl-C with the
 //! truth log flushed.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};

@@ -2,9 +2,9 @@
 
 use crate::dataset::Dataset;
 use crate::facts::{FactsOptions, RequestFacts, ToolCalls};
+use crate::objective::Slo;
 use crate::protocol::{Count, Protocol, Quantity, TokenSource};
 use crate::quantity::{self, EvalContext};
-use crate::slo::Slo;
 use crate::summary::{Note, Rows, RunContext};
 use serde_json::{Map, Value};
 use tokentrace_format::{Outcome, Phase};
@@ -172,8 +172,8 @@ impl Rows for Analysis<'_> {
         if self.slos.is_empty() {
             return None;
         }
-        let r = self.request(i);
-        Some(self.slos.iter().all(|slo| slo.request_meets(self, r)))
+        let (r, cx) = (self.request(i), self.context());
+        Some(self.slos.iter().all(|slo| slo.meets(self.protocol, &cx, r)))
     }
 }
 

@@ -11,6 +11,7 @@ pub mod dataset;
 pub mod facts;
 pub mod groups;
 pub mod methodology;
+pub mod objective;
 pub mod protocol;
 pub mod quantity;
 pub mod report;

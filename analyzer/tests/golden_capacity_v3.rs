@@ -1,6 +1,8 @@
 //! The capacity-v3 summary code, fed the per-request values of a real capacity-v3 report,
 //! reproduces that report's `metrics` object exactly: every key and every value to the bit.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 use serde_json::{Map, Value};
 use tokentrace_analyzer::protocol::{builtin, Count, TokenSource};
 use tokentrace_analyzer::report::anvil;

@@ -2,6 +2,8 @@
 //! `UPDATE_PROTOCOLS_DOC=1 cargo test -p tokentrace-analyzer --test protocols_doc` rewrites the
 //! generated blocks from the definitions.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 use tokentrace_analyzer::methodology;
 use tokentrace_analyzer::protocol::builtin;
 

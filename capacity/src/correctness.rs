@@ -3,7 +3,7 @@
 //! Uniqueness comes from the prompt and output hashes in the trace, so the counts need no
 //! captured text. Uniqueness is counted within each trial (`uniqueness_scope`).
 
-use crate::metrics::AiperfDefinitions;
+use crate::definitions::AiperfDefinitions;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashSet};
 use tokentrace_format::{Outcome, Phase, RequestRecord};

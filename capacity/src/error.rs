@@ -5,7 +5,11 @@ use std::path::PathBuf;
 /// Everything that can stop a search or a re-analysis.
 #[derive(Debug, thiserror::Error)]
 pub enum CapacityError {
-    /// An `--slo` spec that does not parse.
+    /// An `--slo` spec that does not parse or resolve (the grammar's own message).
+    #[error(transparent)]
+    Slo(#[from] tokentrace_analyzer::slo::SloError),
+    /// SLOs the capacity search cannot use: none given, or a metric its report keeps no
+    /// per-request values of.
     #[error("bad SLO `{spec}`: {why}")]
     BadSlo {
         /// The spec as given.

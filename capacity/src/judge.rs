@@ -1,59 +1,54 @@
 //! Whether a trial meets the SLOs, under the chosen protocol's definitions.
 //!
 //! `aiperf` (the default, the fixture's method) judges from the same per-request values the
-//! report's metric blocks show ([`crate::metrics`]). Any other protocol the analyzer knows
-//! (`capacity-v3`, `capacity-v4-reasoning`, `vllm`, …) judges through the analyzer: the SLO's
-//! metric resolved against that protocol, its statistic under the protocol's percentile method
-//! and request filter. The metric blocks stay AIPerf's, since the report's keys are AIPerf's.
+//! report's metric blocks show ([`crate::metrics`], under the built-in `aiperf-0.10`
+//! definitions). Any other protocol the analyzer knows (`capacity-v3`,
+//! `capacity-v4-reasoning`, `vllm`, …) judges through the analyzer: the same [`Slo`] value,
+//! resolved against that protocol, its statistic under the protocol's percentile method and
+//! request filter. The metric blocks stay AIPerf's, since the report's keys are AIPerf's.
 
 use crate::error::CapacityError;
 use crate::metrics::TrialMetrics;
-use crate::slo::{Comparison, Slo, SloMetric, SloStatistic};
+use crate::slo::{self, Slo, TrialSlo};
 use std::path::{Path, PathBuf};
 use tokentrace_analyzer::analysis::{facts_options, Analysis, AnalyzeOptions};
 use tokentrace_analyzer::dataset::Dataset;
 use tokentrace_analyzer::protocol::{builtin, Protocol};
-use tokentrace_analyzer::slo::Slo as ProtocolSlo;
 
-/// The protocol whose definitions the report's metric blocks follow.
+/// The protocol whose definitions the report's metric blocks follow (the name `--protocol`
+/// takes; the definitions are the built-in `aiperf-0.10`, see [`crate::definitions`]).
 pub const DEFAULT_PROTOCOL: &str = "aiperf";
 
 /// Judges trials under one protocol.
 #[derive(Debug, Clone)]
 pub enum Judge {
     /// AIPerf's definitions, from the report's own metric values.
-    Aiperf(Vec<Slo>),
+    Aiperf(Vec<TrialSlo>),
     /// Another protocol, through the analyzer.
     Protocol {
         /// The protocol.
         protocol: Box<Protocol>,
         /// The SLOs resolved against it.
-        slos: Vec<ProtocolSlo>,
+        slos: Vec<Slo>,
     },
 }
 
 impl Judge {
-    /// A judge for `protocol`; fails when the protocol is unknown or lacks an SLO's metric.
+    /// A judge for `protocol`; fails when the protocol is unknown or lacks an SLO's metric,
+    /// or when the report's own definitions cannot describe an SLO (its `slo` block is
+    /// AIPerf's under every protocol).
     pub fn new(protocol: &str, slos: &[Slo]) -> Result<Judge, CapacityError> {
+        let described = slo::resolve_all(slos)?;
         if protocol == DEFAULT_PROTOCOL {
-            return Ok(Judge::Aiperf(slos.to_vec()));
+            return Ok(Judge::Aiperf(described));
         }
         let unknown = |why: String| CapacityError::UnknownProtocol(protocol.to_string(), why);
         let found = builtin::find(protocol).map_err(|e| unknown(e.to_string()))?;
+        // The SLOs as given, not as resolved for the report: the analyzer resolves the
+        // user's own spelling against this protocol.
         let resolved = slos
             .iter()
-            .map(|slo| {
-                let spec = protocol_spec(slo).map_err(|why| CapacityError::BadSlo {
-                    spec: slo.to_string(),
-                    why,
-                })?;
-                ProtocolSlo::parse(&spec)
-                    .and_then(|s| s.resolve(&found))
-                    .map_err(|e| CapacityError::BadSlo {
-                        spec: slo.to_string(),
-                        why: e.to_string(),
-                    })
-            })
+            .map(|slo| slo.clone().resolve(&found))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Judge::Protocol {
             protocol: Box::new(found),
@@ -88,37 +83,19 @@ impl Judge {
     }
 }
 
-/// The analyzer's spelling of an SLO (`ttft`, `itl`, `e2e`; `mean`; `<`/`<=` only).
-fn protocol_spec(slo: &Slo) -> Result<String, String> {
-    let metric = match slo.metric {
-        SloMetric::Ttft => "ttft",
-        SloMetric::Itl => "itl",
-        SloMetric::RequestLatency => "e2e",
-        SloMetric::PerUserOutputThroughput => {
-            return Err("per_user_tps is judged under the aiperf protocol only".into())
-        }
-    };
-    let statistic = match slo.statistic {
-        SloStatistic::Percentile(p) => format!("p{p}"),
-        SloStatistic::Mean => "mean".into(),
-    };
-    let op = match slo.comparison {
-        Comparison::Less => "<",
-        Comparison::LessOrEqual => "<=",
-        _ => return Err("only < and <= are supported outside the aiperf protocol".into()),
-    };
-    Ok(format!("{metric}:{statistic}{op}{}ms", slo.threshold))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn slos(specs: &[&str]) -> Vec<Slo> {
+        specs.iter().map(|s| s.parse().unwrap()).collect()
+    }
+
     #[test]
     fn other_protocols_resolve_the_slo_or_refuse_it() {
-        let slos: Vec<Slo> = vec!["ttft:p95<10000ms".parse().unwrap()];
-        assert!(matches!(Judge::new("aiperf", &slos), Ok(Judge::Aiperf(_))));
-        match Judge::new("capacity-v3", &slos) {
+        let ttft = slos(&["ttft:p95<10000ms"]);
+        assert!(matches!(Judge::new("aiperf", &ttft), Ok(Judge::Aiperf(_))));
+        match Judge::new("capacity-v3", &ttft) {
             Ok(Judge::Protocol { protocol, slos }) => {
                 assert_eq!(protocol.name, "capacity-v3");
                 assert_eq!(slos[0].metric, "ttft_ms");
@@ -126,21 +103,42 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(matches!(
-            Judge::new("no-such-protocol", &slos),
+            Judge::new("no-such-protocol", &ttft),
             Err(CapacityError::UnknownProtocol(..))
         ));
-        let rate: Vec<Slo> = vec!["per_user_tps:p50>20".parse().unwrap()];
+        // capacity-v3 has no per-user throughput.
+        let rate = slos(&["per_user_tps:p50>20tok/s"]);
         assert!(matches!(
             Judge::new("capacity-v3", &rate),
-            Err(CapacityError::BadSlo { .. })
+            Err(CapacityError::Slo(_))
         ));
+        // The report's block describes AIPerf's metrics only, under every protocol.
+        let decode = slos(&["decode_tok_s:p50>20tok/s"]);
+        assert!(Judge::new("capacity-v3", &decode).is_err());
     }
 
     #[test]
-    fn specs_in_the_analyzer_spelling() {
-        let slo: Slo = "request_latency:avg<=2s".parse().unwrap();
-        assert_eq!(protocol_spec(&slo).unwrap(), "e2e:mean<=2000ms");
-        let slo: Slo = "itl:p99.5<40ms".parse().unwrap();
-        assert_eq!(protocol_spec(&slo).unwrap(), "itl:p99.5<40ms");
+    fn the_analyzer_takes_the_slo_as_it_is() {
+        // Mean and seconds reach the analyzer unchanged: no spec is re-written in its
+        // spelling and parsed again.
+        let given = slos(&["request_latency:avg<=2s", "per_user_tps:p5>=10tok/s"]);
+        match Judge::new("aiperf", &given) {
+            Ok(Judge::Aiperf(trial)) => {
+                assert_eq!(trial[0].slo().threshold, 2000.0);
+                assert_eq!(trial[1].slo().metric, "output_token_throughput_per_user");
+            }
+            other => panic!("{other:?}"),
+        }
+        let latency = slos(&["request_latency:avg<=2s"]);
+        match Judge::new("vllm", &latency) {
+            Ok(Judge::Protocol { slos, .. }) => {
+                assert_eq!(slos[0].metric, "e2el_ms");
+                assert_eq!(slos[0].threshold, 2000.0);
+            }
+            other => panic!("{other:?}"),
+        }
+        // A lower bound, refused outside aiperf while the SLO went through text, is judged
+        // by the analyzer too.
+        assert!(Judge::new("capacity-v3", &slos(&["ttft:p50>1ms"])).is_ok());
     }
 }

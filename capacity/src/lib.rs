@@ -4,6 +4,7 @@
 //! another protocol's definitions.
 
 pub mod correctness;
+pub mod definitions;
 pub mod error;
 pub mod hooks;
 pub mod judge;
@@ -21,7 +22,7 @@ pub use hooks::TrialHooks;
 pub use live::{run_capacity, CapacityConfig};
 pub use reanalyze::reanalyze;
 pub use search::{run_search, Bracket, SearchOutcome, TrialRun, TrialRunner, TrialSpec};
-pub use slo::Slo;
+pub use slo::{Slo, TrialSlo};
 pub use workload::{SearchSettings, Workload};
 
 /// A fixture file of the workspace's `tests/fixtures`.

@@ -91,7 +91,7 @@ pub struct SearchManifest {
 impl SearchManifest {
     /// The SLOs, parsed.
     pub fn parsed_slos(&self) -> Result<Vec<Slo>, CapacityError> {
-        crate::slo::parse_all(&self.slos)
+        crate::slo::parse_stored(&self.slos)
     }
 
     /// The path of a trial's trace relative to the search directory:

@@ -1,122 +1,35 @@
-//! One trial's metric block, under AIPerf's definitions (the fixture's method).
+//! One trial's metric block, under AIPerf 0.10's definitions (the capacity fixture's version),
+//! read from the built-in `aiperf-0.10` protocol ([`crate::definitions`]).
 //!
 //! Per successful measured request, with times from the request's send, evaluated on the
-//! analyzer's per-request facts with the analyzer's `aiperf` protocol (its request filter and
-//! its `time_to_first_token`, `request_latency` and `inter_token_latency` quantities):
+//! analyzer's per-request facts with the protocol's request filter, chunk rules, token sources
+//! and its `time_to_first_token`, `request_latency` and `inter_token_latency` quantities:
 //! - TTFT: the first non-empty reasoning or content delta;
 //! - request latency: the last non-empty reasoning or content delta (not the usage event or
 //!   `[DONE]` that may follow);
 //! - output sequence length: the server's `usage.completion_tokens` (AIPerf 0.10's
-//!   `server_token_count`), else the number of non-empty output deltas: the protocol's
-//!   `token_sources` set to [`AIPERF_0_10_TOKEN_SOURCES`] (0.13 prefers its client tokenizer's
-//!   count, which only an imported run has);
+//!   `server_token_count`), else the number of non-empty output deltas;
 //! - ITL: (latency - TTFT) / (OSL - 1), for OSL > 1; per-user throughput: 1 / ITL.
 //!
-//! Per trial: benchmark duration from the first send to the last output of a successful
-//! measured request (AIPerf's `max(start + request_latency) - min(start)`); output throughput =
-//! total OSL / duration; request throughput = successful requests / duration (AIPerf 0.10, the
-//! fixture's version, divides by the benchmark duration). Statistics are the analyzer's, with
-//! the aiperf protocol's settings (numpy-linear percentiles, running-sum mean), taken on ns
-//! values and multiplied by 1e-6 for ms, as AIPerf does.
+//! The statistics each metric reports and how they are taken (numpy-linear percentiles,
+//! running-sum mean) are the protocol's. Three rules of AIPerf's arithmetic are not protocol
+//! data, so they are here, and on the protocol's page in docs/PROTOCOLS.md:
+//! - statistics of time metrics are taken on ns values, then multiplied by 1e-6 for ms, as
+//!   AIPerf keeps ns and converts only its results (bit-exact with its exports);
+//! - a negative time (impossible on one monotonic clock) is clamped to 0;
+//! - the benchmark duration runs from the first send to the last output of a successful
+//!   measured request (AIPerf's `max(start + request_latency) - min(start)`), and output
+//!   throughput = total OSL / duration, request throughput = successful requests / duration
+//!   (AIPerf 0.10 divides by the benchmark duration); per-user throughput is
+//!   `1 / (ITL ns * 1e-9)`.
 
+use crate::definitions::{AiperfDefinitions, ITL, PER_USER_TPS, REQUEST_LATENCY, TTFT};
 use crate::error::CapacityError;
-use crate::judge::DEFAULT_PROTOCOL;
-use crate::slo::SloMetric;
 use serde_json::{json, Map, Value};
-use std::sync::OnceLock;
-use tokentrace_analyzer::facts::{summarize_record, ChunkRules};
-use tokentrace_analyzer::protocol::{builtin, Count, Quantity, RequestFilter, Stat, TokenSource};
+use tokentrace_analyzer::facts::summarize_record;
+use tokentrace_analyzer::protocol::{Count, Quantity};
 use tokentrace_analyzer::quantity;
-use tokentrace_analyzer::stats::{PercentileMethod, StdKind, Summation};
-use tokentrace_format::{ChunkRecord, Outcome, RequestRecord};
-
-/// Where AIPerf 0.10 takes a request's output sequence length from: the server's usage, else
-/// the count of output deltas.
-pub const AIPERF_0_10_TOKEN_SOURCES: [TokenSource; 2] = [TokenSource::Usage, TokenSource::Chunks];
-
-/// The parts of the `aiperf` protocol the trial block is computed with.
-#[derive(Debug, Clone)]
-pub struct AiperfDefinitions {
-    /// Which requests count (measured and successful).
-    requests: RequestFilter,
-    /// How chunks are read (gap chunks, whether tool-call deltas are output).
-    rules: ChunkRules,
-    /// Where output tokens come from ([`AIPERF_0_10_TOKEN_SOURCES`]).
-    token_sources: Vec<TokenSource>,
-    /// Send to first output.
-    ttft: Quantity,
-    /// Send to last output.
-    request_latency: Quantity,
-    /// First to last output per output token after the first.
-    itl: Quantity,
-}
-
-impl AiperfDefinitions {
-    /// Reads the definitions from the built-in `aiperf` protocol, with AIPerf 0.10's token
-    /// sources.
-    pub fn from_builtin() -> Result<AiperfDefinitions, CapacityError> {
-        let fail = |why: String| CapacityError::UnknownProtocol(DEFAULT_PROTOCOL.into(), why);
-        let protocol = builtin::find(DEFAULT_PROTOCOL).map_err(|e| fail(e.to_string()))?;
-        let quantity = |name: &str| {
-            protocol
-                .metrics
-                .iter()
-                .find(|m| m.name == name)
-                .map(|m| m.quantity.clone())
-                .ok_or_else(|| fail(format!("no metric `{name}`")))
-        };
-        Ok(AiperfDefinitions {
-            ttft: quantity("time_to_first_token")?,
-            request_latency: quantity("request_latency")?,
-            itl: quantity("inter_token_latency")?,
-            requests: protocol.requests.clone(),
-            rules: protocol.chunk_rules(),
-            token_sources: AIPERF_0_10_TOKEN_SOURCES.to_vec(),
-        })
-    }
-
-    /// The built-in definitions, read once.
-    pub fn builtin() -> Result<&'static AiperfDefinitions, CapacityError> {
-        static DEFINITIONS: OnceLock<Result<AiperfDefinitions, String>> = OnceLock::new();
-        DEFINITIONS
-            .get_or_init(|| AiperfDefinitions::from_builtin().map_err(|e| e.to_string()))
-            .as_ref()
-            .map_err(|why| CapacityError::UnknownProtocol(DEFAULT_PROTOCOL.into(), why.clone()))
-    }
-
-    fn counts(&self, record: &RequestRecord) -> bool {
-        self.requests.phases.contains(&record.phase) && self.is_success(record.outcome)
-    }
-
-    /// Whether a request that ended with `outcome` succeeded under AIPerf's definitions (a
-    /// stream without `[DONE]` does: AIPerf reads a stream to its end).
-    pub fn is_success(&self, outcome: Outcome) -> bool {
-        self.requests.outcomes.contains(&outcome)
-    }
-
-    /// Whether a chunk is generated output under AIPerf's definitions: non-empty reasoning,
-    /// content or (AIPerf parses them into response data) tool-call text.
-    pub fn is_generated(&self, chunk: &ChunkRecord) -> bool {
-        self.rules.counts_as_output(chunk.channel, chunk.text_len)
-    }
-}
-
-/// `wanted` statistics of per-request `values` (in record order) as AIPerf takes them: the
-/// analyzer's numpy-linear percentiles and running-sum mean, the aiperf protocol's settings.
-pub fn aiperf_statistics(values: &[f64], wanted: &[Stat]) -> Vec<Option<f64>> {
-    quantity::summarize(
-        values.to_vec(),
-        wanted,
-        PercentileMethod::Linear,
-        Summation::Naive,
-        StdKind::Population,
-    )
-}
-
-/// One AIPerf statistic of per-request `values`; None when there are none.
-pub fn aiperf_statistic(values: &[f64], stat: Stat) -> Option<f64> {
-    aiperf_statistics(values, &[stat])[0]
-}
+use tokentrace_format::RequestRecord;
 
 /// Smallest and largest of a set of token counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -151,8 +64,10 @@ impl MinMax {
 }
 
 /// The per-request values and trial totals of one trial.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TrialMetrics {
+    /// The definitions the values were computed under (their statistics are taken under them).
+    pub definitions: &'static AiperfDefinitions,
     /// TTFT per successful request, ns (AIPerf keeps native units and converts statistics).
     pub ttft_ns: Vec<f64>,
     /// Request latency per successful request, ns.
@@ -173,15 +88,19 @@ pub struct TrialMetrics {
     pub server_completion_tokens: MinMax,
 }
 
+/// The `aiperf-0.10` metrics a trial keeps per-request values of (see
+/// [`TrialMetrics::values_of`]).
+pub const KEPT_METRICS: [&str; 4] = [TTFT, REQUEST_LATENCY, ITL, PER_USER_TPS];
+
 /// AIPerf converts ns statistics to ms by multiplying (bit-exact with its exports).
 pub const NS_TO_MS: f64 = 1e-6;
 
 impl TrialMetrics {
     /// Computes the metrics of the measured requests among `records`; fails only when the
-    /// built-in `aiperf` protocol lacks a definition the block needs.
+    /// built-in `aiperf-0.10` protocol lacks a definition the block needs.
     pub fn from_records(records: &[RequestRecord]) -> Result<TrialMetrics, CapacityError> {
         let definitions = AiperfDefinitions::builtin()?;
-        let mut m = TrialMetrics::default();
+        let mut m = TrialMetrics::empty(definitions);
         let mut window: Option<(u64, u64)> = None;
         for record in records.iter().filter(|r| definitions.counts(r)) {
             if let Some(last_output_ns) = m.add_request(definitions, record) {
@@ -195,13 +114,30 @@ impl TrialMetrics {
         Ok(m)
     }
 
+    /// No request yet.
+    fn empty(definitions: &'static AiperfDefinitions) -> TrialMetrics {
+        TrialMetrics {
+            definitions,
+            ttft_ns: Vec::new(),
+            request_latency_ns: Vec::new(),
+            itl_ns: Vec::new(),
+            per_user_tps: Vec::new(),
+            output_tokens: 0,
+            requests: 0,
+            duration_s: 0.0,
+            server_prompt_tokens: MinMax::default(),
+            server_completion_tokens: MinMax::default(),
+        }
+    }
+
     /// Adds one request; returns the arrival of its last output, None when it had none.
     fn add_request(&mut self, defs: &AiperfDefinitions, record: &RequestRecord) -> Option<u64> {
         let facts = summarize_record(0, record, defs.rules, None);
         let last = facts.last_output_ns?;
         let sources = &defs.token_sources;
         let osl = quantity::count(&facts, Count::OutputTokens, sources)?;
-        // Times before the send cannot happen on one clock; clamp as AIPerf's unsigned ns do.
+        // A time before the send cannot happen on one monotonic clock (AIPerf's metrics raise
+        // on one); clamped to 0, the request stays measured.
         let ns = |q: &Quantity| quantity::value_ns(&facts, q, sources).map(|v| v.max(0.0));
         let ttft = ns(&defs.ttft)?;
         let latency = ns(&defs.request_latency)?;
@@ -224,15 +160,32 @@ impl TrialMetrics {
         Some(last)
     }
 
-    /// The per-request values an SLO on `metric` is judged on, and the factor that turns a
-    /// statistic of them into the SLO's unit (ms for times).
-    pub fn values_of(&self, metric: SloMetric) -> (&[f64], f64) {
-        match metric {
-            SloMetric::Ttft => (&self.ttft_ns, NS_TO_MS),
-            SloMetric::Itl => (&self.itl_ns, NS_TO_MS),
-            SloMetric::RequestLatency => (&self.request_latency_ns, NS_TO_MS),
-            SloMetric::PerUserOutputThroughput => (&self.per_user_tps, 1.0),
-        }
+    /// The per-request values of the protocol metric `name` and the factor that turns a
+    /// statistic of them into the metric's unit (ms for times); None for a metric the block
+    /// keeps no values of.
+    pub fn values_of(&self, name: &str) -> Option<(&[f64], f64)> {
+        Some(match name {
+            TTFT => (&self.ttft_ns, NS_TO_MS),
+            ITL => (&self.itl_ns, NS_TO_MS),
+            REQUEST_LATENCY => (&self.request_latency_ns, NS_TO_MS),
+            PER_USER_TPS => (&self.per_user_tps, 1.0),
+            _ => return None,
+        })
+    }
+
+    /// The protocol's statistics of metric `name`, under their keys, scaled to its unit.
+    fn statistics_json(&self, name: &str) -> Value {
+        let defs = self.definitions;
+        let (values, scale) = self.values_of(name).unwrap_or((&[], 1.0));
+        let reported = defs.reported(name);
+        let wanted: Vec<_> = reported.iter().map(|&(_, stat)| stat).collect();
+        let block: Map<String, Value> = reported
+            .into_iter()
+            .map(|(key, _)| key)
+            .zip(defs.statistics(values, &wanted))
+            .map(|(key, v)| (key, json!(v.map(|v| v * scale))))
+            .collect();
+        Value::Object(block)
     }
 
     fn per_second(&self, count: f64) -> Option<f64> {
@@ -242,33 +195,20 @@ impl TrialMetrics {
     /// The fixture's per-trial metric keys, in its order (correctness and trial are added by
     /// the report).
     pub fn to_json(&self) -> Map<String, Value> {
-        let percentiles = [
-            Stat::Percentile(50.0),
-            Stat::Percentile(95.0),
-            Stat::Percentile(99.0),
-        ];
-        let pcts = |values: &[f64]| {
-            let ms: Vec<Option<f64>> = aiperf_statistics(values, &percentiles)
-                .into_iter()
-                .map(|v| v.map(|v| v * NS_TO_MS))
-                .collect();
-            json!({ "p50": ms[0], "p95": ms[1], "p99": ms[2] })
-        };
-        let per_user = aiperf_statistics(
-            &self.per_user_tps,
-            &[Stat::Mean, Stat::Percentile(50.0), Stat::Percentile(95.0)],
-        );
         let mut block = Map::new();
-        block.insert("ttft_ms".into(), pcts(&self.ttft_ns));
-        block.insert("request_latency_ms".into(), pcts(&self.request_latency_ns));
-        block.insert("itl_ms".into(), pcts(&self.itl_ns));
+        block.insert("ttft_ms".into(), self.statistics_json(TTFT));
+        block.insert(
+            "request_latency_ms".into(),
+            self.statistics_json(REQUEST_LATENCY),
+        );
+        block.insert("itl_ms".into(), self.statistics_json(ITL));
         block.insert(
             "output_throughput_tps".into(),
             json!(self.per_second(self.output_tokens as f64)),
         );
         block.insert(
             "per_user_output_throughput_tps".into(),
-            json!({ "avg": per_user[0], "p50": per_user[1], "p95": per_user[2] }),
+            self.statistics_json(PER_USER_TPS),
         );
         block.insert(
             "request_throughput_rps".into(),
@@ -430,27 +370,5 @@ pub(crate) mod tests {
         assert_eq!(m.output_tokens, 3);
         assert_eq!(m.itl_ns, vec![100e6]);
         assert_eq!(m.server_completion_tokens, MinMax::default());
-    }
-
-    #[test]
-    fn definitions_are_the_aiperf_protocols_with_0_10_token_sources() {
-        use tokentrace_analyzer::protocol::Anchor;
-        let defs = AiperfDefinitions::from_builtin().unwrap();
-        assert_eq!(defs.token_sources, AIPERF_0_10_TOKEN_SOURCES);
-        let interval = |to| Quantity::Interval {
-            from: Anchor::Send,
-            to,
-        };
-        assert_eq!(defs.ttft, interval(Anchor::FirstOutput));
-        assert_eq!(defs.request_latency, interval(Anchor::LastOutput));
-        assert!(matches!(
-            defs.itl,
-            Quantity::PerUnit {
-                from: Anchor::FirstOutput,
-                to: Anchor::LastOutput,
-                count: Count::OutputTokens,
-                minus: 1
-            }
-        ));
     }
 }

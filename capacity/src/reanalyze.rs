@@ -4,12 +4,13 @@
 //! for byte.
 
 use crate::correctness::Correctness;
+use crate::definitions::AiperfDefinitions;
 use crate::error::CapacityError;
 use crate::judge::Judge;
 use crate::manifest::SearchManifest;
-use crate::metrics::{AiperfDefinitions, TrialMetrics};
+use crate::metrics::TrialMetrics;
 use crate::report::{build_report, RecordedLevel, TrialData, WorkloadData};
-use crate::slo::Slo;
+use crate::slo::{self, Slo};
 use crate::workload::Workload;
 use serde_json::Value;
 use std::path::Path;
@@ -152,6 +153,7 @@ pub fn reanalyze(
         _ => manifest.parsed_slos()?,
     };
     let judge = Judge::new(&manifest.protocol, &slos)?;
+    let described = slo::resolve_all(&slos)?;
     let mut workloads = Vec::new();
     for workload in &manifest.workloads {
         workloads.push(WorkloadData {
@@ -159,7 +161,7 @@ pub fn reanalyze(
             levels: scan_levels(dir, workload, &judge)?,
         });
     }
-    Ok(build_report(&manifest, &slos, &workloads))
+    Ok(build_report(&manifest, &described, &workloads))
 }
 
 #[cfg(test)]

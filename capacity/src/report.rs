@@ -8,7 +8,7 @@
 use crate::correctness::Correctness;
 use crate::manifest::SearchManifest;
 use crate::metrics::{MinMax, TrialMetrics};
-use crate::slo::{self, Slo};
+use crate::slo::{self, TrialSlo};
 use crate::workload::Workload;
 use serde_json::{json, Map, Value};
 
@@ -156,7 +156,11 @@ pub struct WorkloadData {
 }
 
 /// Builds the whole report.
-pub fn build_report(manifest: &SearchManifest, slos: &[Slo], workloads: &[WorkloadData]) -> Value {
+pub fn build_report(
+    manifest: &SearchManifest,
+    slos: &[TrialSlo],
+    workloads: &[WorkloadData],
+) -> Value {
     let mut total = Correctness::default();
     let mut blocks = Vec::new();
     for data in workloads {

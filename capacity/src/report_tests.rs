@@ -1,7 +1,7 @@
 use super::*;
+use crate::definitions::AiperfDefinitions;
 use crate::manifest::{experiment_from_labels, test_manifest};
 use crate::metrics::tests::record;
-use crate::metrics::AiperfDefinitions;
 use crate::workload::SearchSettings;
 use std::collections::BTreeSet;
 use tokentrace_format::{Phase, RequestRecord};
@@ -89,7 +89,7 @@ fn trial_records(ttft_ms: u64) -> Vec<RequestRecord> {
 }
 
 /// Levels with TTFT growing with concurrency: 100 ms at c1, +50 ms per level.
-fn levels(slos: &[Slo], concurrencies: &[(u32, u32)]) -> Vec<RecordedLevel> {
+fn levels(slos: &[TrialSlo], concurrencies: &[(u32, u32)]) -> Vec<RecordedLevel> {
     concurrencies
         .iter()
         .map(|&(c, trials)| RecordedLevel {
@@ -119,7 +119,7 @@ fn levels(slos: &[Slo], concurrencies: &[(u32, u32)]) -> Vec<RecordedLevel> {
 #[test]
 fn key_set_equals_the_fixture() {
     let m = manifest(2);
-    let slos = m.parsed_slos().unwrap();
+    let slos = slo::resolve_all(&m.parsed_slos().unwrap()).unwrap();
     // TTFT 150 ms at c1, 200 at c2, 250 at c3 (fails < 250), 300 at c4.
     let data = WorkloadData {
         workload: m.workloads[0],
@@ -145,7 +145,8 @@ fn without_labels_the_experiment_still_has_every_key_of_the_fixture() {
         experiment: experiment_from_labels(&[]),
         ..manifest(1)
     };
-    let report = build_report(&m, &m.parsed_slos().unwrap(), &[]);
+    let slos = slo::resolve_all(&m.parsed_slos().unwrap()).unwrap();
+    let report = build_report(&m, &slos, &[]);
     assert_eq!(
         key_paths(&report["experiment"]),
         key_paths(&fixture()["experiment"])
@@ -157,8 +158,8 @@ fn without_labels_the_experiment_still_has_every_key_of_the_fixture() {
 #[test]
 fn judgement_uses_every_recorded_level() {
     let m = manifest(2);
-    let strict: Vec<Slo> = vec!["ttft:p95<250ms".parse().unwrap()];
-    let loose: Vec<Slo> = vec!["ttft:p95<=250ms".parse().unwrap()];
+    let strict: Vec<TrialSlo> = vec!["ttft:p95<250ms".parse().unwrap()];
+    let loose: Vec<TrialSlo> = vec!["ttft:p95<=250ms".parse().unwrap()];
     let recorded = [(1, 2), (2, 2), (4, 2), (3, 2)];
     let j = judge_levels(&levels(&strict, &recorded), &m);
     assert_eq!((j.maximum_passing, j.first_failing), (Some(2), Some(3)));
@@ -172,7 +173,7 @@ fn judgement_uses_every_recorded_level() {
 #[test]
 fn gaps_and_short_levels_are_reported_unresolved() {
     let m = manifest(2);
-    let loose: Vec<Slo> = vec!["ttft:p95<320ms".parse().unwrap()];
+    let loose: Vec<TrialSlo> = vec!["ttft:p95<320ms".parse().unwrap()];
     // c4 fails live at its first trial, c3 never run: under a looser SLO c4 passes its only
     // trial, so nothing above c2 is settled.
     let j = judge_levels(&levels(&loose, &[(1, 2), (2, 2), (4, 1)]), &m);
@@ -197,7 +198,7 @@ fn gaps_and_short_levels_are_reported_unresolved() {
     );
 
     // The minimum fails: resolved with no passing level, and empty passing trials.
-    let strict: Vec<Slo> = vec!["ttft:p95<10ms".parse().unwrap()];
+    let strict: Vec<TrialSlo> = vec!["ttft:p95<10ms".parse().unwrap()];
     let data = WorkloadData {
         workload: m.workloads[0],
         levels: levels(&strict, &[(1, 1)]),
@@ -213,7 +214,7 @@ fn gaps_and_short_levels_are_reported_unresolved() {
 #[test]
 fn several_slos_are_listed_and_all_must_hold() {
     let m = manifest(1);
-    let slos: Vec<Slo> = vec![
+    let slos: Vec<TrialSlo> = vec![
         "ttft:p95<1000ms".parse().unwrap(),
         "itl:p50<5ms".parse().unwrap(),
     ];

@@ -9,6 +9,8 @@
 //! The first run writes the trace (20,000 synthetic requests, 5.18M chunks, no text) to the
 //! system temp directory. Prints chunks per CPU-second of this process.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 use std::time::Duration;
 use tokentrace_format::{clock, synthetic, ClockAnchor, DecodedBlock, Header, Manifest, RunEnd};
 use tokentrace_format::{TraceReader, TraceWriter, WriterConfig};

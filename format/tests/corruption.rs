@@ -2,6 +2,8 @@
 //! returns correct data or reports what it skipped (or refuses the file with an error), never
 //! panics, and never passes off damaged data as good.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 mod common;
 
 use common::*;

@@ -4,6 +4,8 @@
 //! The full disk is simulated with RLIMIT_FSIZE (writes past the limit fail with EFBIG), which
 //! is process-wide: this file holds a single test so nothing else runs under the limit.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 use std::time::Duration;
 use tokentrace_format::synthetic;
 use tokentrace_format::*;

@@ -7,6 +7,8 @@
 //!
 //! Regenerate only for a deliberate format change (and a new minor/major version).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 mod common;
 
 use common::*;
@@ -44,10 +46,16 @@ fn regenerate_golden_files() {
     std::fs::write(dir.join("killed.trace"), &bytes[..cut]).unwrap();
 }
 
+/// One message to the writer.
+enum Sent {
+    Final(RequestRecord),
+    Checkpoint(Checkpoint),
+}
+
 /// What `killed-1.2.trace` holds: two final records, a redirect, and the reasoning stream as
 /// three checkpoints (chunks 0-9, 10-19, 20-) with no final record; the writer then stopped
 /// without finishing. Returns (messages in the order sent, the records a reader presents).
-fn golden_1_2() -> (Vec<Result<RequestRecord, Checkpoint>>, Vec<RequestRecord>) {
+fn golden_1_2() -> (Vec<Sent>, Vec<RequestRecord>) {
     let records = golden_records();
     let mut redirect = records[2].clone();
     redirect.outcome = Outcome::Redirect;
@@ -73,13 +81,13 @@ fn golden_1_2() -> (Vec<Result<RequestRecord, Checkpoint>>, Vec<RequestRecord>) 
         })
         .collect();
     let mut it = checkpoints.into_iter();
-    let mut next = || Err(it.next().unwrap());
+    let mut next = || Sent::Checkpoint(it.next().unwrap());
     let messages = vec![
         next(),
-        Ok(records[0].clone()),
+        Sent::Final(records[0].clone()),
         next(),
-        Ok(records[1].clone()),
-        Ok(redirect.clone()),
+        Sent::Final(records[1].clone()),
+        Sent::Final(redirect.clone()),
         next(),
     ];
     let mut interrupted = streaming.clone();
@@ -113,8 +121,8 @@ fn regenerate_golden_1_2() {
     let sender = writer.sender();
     for message in golden_1_2().0 {
         match message {
-            Ok(record) => sender.send(record).unwrap(),
-            Err(checkpoint) => assert!(sender.checkpoint(checkpoint)),
+            Sent::Final(record) => sender.send(record).unwrap(),
+            Sent::Checkpoint(checkpoint) => assert!(sender.checkpoint(checkpoint)),
         }
     }
     // Dropped without finish: the file reads like one a killed writer left.

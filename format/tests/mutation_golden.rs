@@ -8,6 +8,8 @@
 //! the frame with valid checksums, so the hostile bytes reach the column decoder, the index
 //! parser and the JSON sections as a malicious writer would deliver them.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 use proptest::prelude::*;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

@@ -1,5 +1,7 @@
 //! Random requests written through the real writer thread and read back identical.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 use proptest::collection::vec;
 use proptest::option;
 use proptest::prelude::*;

@@ -1,6 +1,8 @@
 //! Writer behaviour over time: age-based flushing, a writer stopped without `finish`, and
 //! senders after the end.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 use tokentrace_format::synthetic;

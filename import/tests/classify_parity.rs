@@ -3,6 +3,8 @@
 //! AIPerf records it in `profile_export_raw.jsonl` (comments as packets of their own), give the
 //! same chunks with the same channels and text lengths.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use tokentrace_format::Channel;

@@ -5,6 +5,8 @@
 //! `cargo bench -p tokentrace-sim --bench sim_load -- [streams] [chunks_per_stream] [truth]`
 //! (defaults 1000, 500; a third argument `truth` turns the truth log on).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)] // criterion generates undocumented items; a bench may fail loudly
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Instant;

@@ -1,5 +1,7 @@
 //! The OpenAI surface: event order, usage, prompt token rule, both APIs, whole responses.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 mod common;
 
 use std::net::SocketAddr;

@@ -1,5 +1,7 @@
 //! Every fault flag produces its fault.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 mod common;
 
 use std::io::{Read, Write};

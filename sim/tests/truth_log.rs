@@ -1,5 +1,7 @@
 //! The truth log has one line per SSE event written, stamped before the client saw it.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
 mod common;
 
 use std::collections::HashMap;

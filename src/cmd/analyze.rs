@@ -51,7 +51,9 @@ pub struct Args {
     /// Analyze groups side by side: `trace` or `label:KEY` (default: all traces together).
     #[arg(long, default_value = "all")]
     pub group_by: String,
-    /// A service-level objective, e.g. `ttft:p95<500ms` (repeatable); drives goodput.
+    /// A service-level objective METRIC:STAT OP THRESHOLD UNIT, e.g. `ttft:p95<500ms`
+    /// (repeatable; drives goodput). OP is <, <=, > or >=; the unit is required: ms, s or us
+    /// for times, tok/s for rates, tokens or chunks for counts, % for ratios.
     #[arg(long = "slo")]
     pub slos: Vec<String>,
     /// Count warmup requests too.

@@ -39,8 +39,9 @@ pub struct Args {
         required_unless_present = "reanalyze"
     )]
     workloads: Vec<String>,
-    /// Objective METRIC:STAT<THRESHOLD, e.g. ttft:p95<10000ms (repeatable; all must hold).
-    /// Metrics: ttft, itl, request_latency (ms, s, us), per_user_tps (with > or >=).
+    /// Objective METRIC:STAT OP THRESHOLD UNIT, e.g. ttft:p95<10000ms (repeatable; all must
+    /// hold), the grammar of `analyze --slo`. Metrics: ttft, itl, request_latency (units ms,
+    /// s, us), per_user_tps (tok/s); OP <, <=, >, >=; a unit is required.
     /// With --reanalyze: judge under these instead of the search's own.
     #[arg(long = "slo", value_name = "SPEC")]
     slos: Vec<String>,

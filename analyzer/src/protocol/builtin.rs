@@ -14,6 +14,7 @@ const SOURCES: &[(&str, &str)] = &[
         include_str!("builtin/capacity-v4-reasoning.toml"),
     ),
     ("aiperf.toml", include_str!("builtin/aiperf.toml")),
+    ("aiperf-0.10.toml", include_str!("builtin/aiperf-0.10.toml")),
     ("vllm.toml", include_str!("builtin/vllm.toml")),
     ("sglang.toml", include_str!("builtin/sglang.toml")),
     ("guidellm.toml", include_str!("builtin/guidellm.toml")),

@@ -19,17 +19,7 @@ pub fn metrics(protocol: &Protocol, rows: &dyn Rows, run: &RunContext) -> Map<St
     for m in summary::metrics(protocol, rows) {
         let def = &protocol.metrics[m.metric];
         for (stat, value) in m.stats {
-            let key = if stat == Stat::Samples {
-                def.samples_key
-                    .clone()
-                    .unwrap_or_else(|| format!("{}_samples", def.name))
-            } else {
-                let template = def
-                    .key
-                    .clone()
-                    .unwrap_or_else(|| format!("{}_{{stat}}", def.name));
-                template.replace("{stat}", &stat.key())
-            };
+            let key = protocol.flat_key(def, stat);
             let value = match stat {
                 Stat::Samples => json!(value.unwrap_or(0.0) as u64),
                 _ => number(value),

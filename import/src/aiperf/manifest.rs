@@ -124,14 +124,15 @@ pub(crate) fn build(mut inputs: Inputs<'_>) -> Manifest {
         }
     }
     // The profiling phase: what AIPerf divides its throughputs by.
-    let measurement_window = window
-        .filter(|(start, end, _, _)| end > start)
-        .map(|(start, end, _, _)| MeasurementWindow {
-            source: "aiperf profiling phase (summary start_time .. end_time)".into(),
-            duration_ns: end - start,
-            start_realtime_ns: Some(start),
-            end_realtime_ns: Some(end),
-        });
+    let measurement_window =
+        window
+            .filter(|(start, end, _, _)| end > start)
+            .map(|(start, end, _, _)| MeasurementWindow {
+                source: "aiperf profiling phase (summary start_time .. end_time)".into(),
+                duration_ns: end - start,
+                start_realtime_ns: Some(start),
+                end_realtime_ns: Some(end),
+            });
     aiperf.insert(
         "per_request".into(),
         Value::Object(std::mem::take(&mut inputs.per_request)),
