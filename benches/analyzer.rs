@@ -16,8 +16,8 @@ use tokentrace_analyzer::facts::FactsOptions;
 use tokentrace_analyzer::protocol::builtin;
 use tokentrace_analyzer::report::table;
 use tokentrace_format::{
-    Channel, ChunkRecord, ClockAnchor, Header, Manifest, Outcome, Phase, RequestRecord, RunEnd,
-    TraceWriter, Usage, WriterConfig,
+    Channel, ChunkRecord, ClockAnchor, Header, Manifest, Outcome, Phase, RequestMeta,
+    RequestRecord, RunEnd, TraceWriter, Usage, WriterConfig,
 };
 
 struct Settings {
@@ -83,31 +83,33 @@ fn request(id: u64, chunks: u64) -> RequestRecord {
         });
     }
     RequestRecord {
-        id,
-        phase: Phase::Measured,
-        trial: 0,
-        intended_ns: send,
-        send_ns: send + 20_000,
-        headers_ns: Some(send + 5_000_000),
-        end_ns: t + 100_000,
-        http_status: 200,
-        outcome: Outcome::Ok,
-        error: None,
-        usage: Usage {
-            prompt_tokens: Some(1000),
-            completion_tokens: Some(chunks as u32),
-            reasoning_tokens: None,
-            cached_tokens: Some(512),
+        meta: RequestMeta {
+            id,
+            phase: Phase::Measured,
+            trial: 0,
+            intended_ns: send,
+            send_ns: send + 20_000,
+            headers_ns: Some(send + 5_000_000),
+            end_ns: t + 100_000,
+            http_status: 200,
+            outcome: Outcome::Ok,
+            error: None,
+            usage: Usage {
+                prompt_tokens: Some(1000),
+                completion_tokens: Some(chunks as u32),
+                reasoning_tokens: None,
+                cached_tokens: Some(512),
+            },
+            finish_reason: Some("stop".into()),
+            prompt_hash: id.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            prompt_bytes: 4000,
+            output_hash: id,
+            output_bytes: (chunks * 4) as u32,
+            planned_input_tokens: Some(1000),
+            response_headers: vec![],
+            retries: 0,
         },
-        finish_reason: Some("stop".into()),
-        prompt_hash: id.wrapping_mul(0x9e37_79b9_7f4a_7c15),
-        prompt_bytes: 4000,
-        output_hash: id,
-        output_bytes: (chunks * 4) as u32,
-        planned_input_tokens: Some(1000),
-        response_headers: vec![],
         chunks: records,
-        retries: 0,
     }
 }
 

@@ -413,7 +413,7 @@ fn run_recorder(s: &Settings, level: Level, dir: &Path, prompts: &Path) -> io::R
         }
         join.add(
             &truth,
-            record.id,
+            record.meta.id,
             record.chunks.iter().map(|c| anchor + c.arrival_ns),
         );
     }

@@ -14,10 +14,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)] // criterion generates undocumented items; a bench may fail loudly
 
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use tokentrace_analyzer::facts::{summarize, ChunkSlice, GapChunks, RequestHead};
+use tokentrace_analyzer::facts::{summarize, ChunkSlice, GapChunks};
 use tokentrace_format::{
-    Channel, ChunkRecord, ClockAnchor, Header, Manifest, Outcome, Phase, RequestRecord, RunEnd,
-    TraceWriter, Usage, WriterConfig,
+    Channel, ChunkRecord, ClockAnchor, Header, Manifest, Outcome, Phase, RequestMeta,
+    RequestRecord, RunEnd, TraceWriter, Usage, WriterConfig,
 };
 
 /// A chat response as the recorder stores it: role, `tokens` content chunks ~10 ms apart,
@@ -50,31 +50,33 @@ fn record(id: u64, tokens: u32) -> RequestRecord {
     push(Channel::Usage, 0, None, 50_000);
     push(Channel::Done, 0, None, 1_000);
     RequestRecord {
-        id,
-        phase: Phase::Measured,
-        trial: 0,
-        intended_ns: id * 1_000,
-        send_ns: id * 1_000 + 20_000,
-        headers_ns: Some(id * 1_000 + 2_000_000),
-        end_ns: t + 10_000,
-        http_status: 200,
-        outcome: Outcome::Ok,
-        error: None,
-        usage: Usage {
-            prompt_tokens: Some(512),
-            completion_tokens: Some(tokens),
-            reasoning_tokens: None,
-            cached_tokens: None,
+        meta: RequestMeta {
+            id,
+            phase: Phase::Measured,
+            trial: 0,
+            intended_ns: id * 1_000,
+            send_ns: id * 1_000 + 20_000,
+            headers_ns: Some(id * 1_000 + 2_000_000),
+            end_ns: t + 10_000,
+            http_status: 200,
+            outcome: Outcome::Ok,
+            error: None,
+            usage: Usage {
+                prompt_tokens: Some(512),
+                completion_tokens: Some(tokens),
+                reasoning_tokens: None,
+                cached_tokens: None,
+            },
+            finish_reason: Some("length".into()),
+            prompt_hash: id.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            prompt_bytes: 2048,
+            output_hash: id,
+            output_bytes: tokens * 6,
+            planned_input_tokens: Some(512),
+            response_headers: vec![("x-request-id".into(), id.to_string())],
+            retries: 0,
         },
-        finish_reason: Some("length".into()),
-        prompt_hash: id.wrapping_mul(0x9e37_79b9_7f4a_7c15),
-        prompt_bytes: 2048,
-        output_hash: id,
-        output_bytes: tokens * 6,
-        planned_input_tokens: Some(512),
-        response_headers: vec![("x-request-id".into(), id.to_string())],
         chunks,
-        retries: 0,
     }
 }
 
@@ -126,21 +128,6 @@ fn metrics(c: &mut Criterion) {
         let channel: Vec<Channel> = r.chunks.iter().map(|c| c.channel).collect();
         let text_len: Vec<u32> = r.chunks.iter().map(|c| c.text_len).collect();
         let chunk_tokens: Vec<Option<u32>> = r.chunks.iter().map(|c| c.tokens).collect();
-        let head = RequestHead {
-            id: r.id,
-            phase: r.phase,
-            trial: r.trial,
-            intended_ns: r.intended_ns,
-            send_ns: r.send_ns,
-            headers_ns: r.headers_ns,
-            end_ns: r.end_ns,
-            http_status: r.http_status,
-            outcome: r.outcome,
-            error: None,
-            usage: r.usage,
-            planned_input_tokens: r.planned_input_tokens,
-            retries: r.retries,
-        };
         let slice = ChunkSlice {
             arrival_ns: &arrival,
             channel: &channel,
@@ -152,7 +139,7 @@ fn metrics(c: &mut Criterion) {
             b.iter(|| {
                 black_box(summarize(
                     0,
-                    head.clone(),
+                    &r.meta,
                     black_box(slice),
                     GapChunks::Output,
                     None,
@@ -165,7 +152,7 @@ fn metrics(c: &mut Criterion) {
                 gaps.clear();
                 black_box(summarize(
                     0,
-                    head.clone(),
+                    &r.meta,
                     black_box(slice),
                     GapChunks::Output,
                     Some(&mut gaps),

@@ -9,8 +9,8 @@ use common::{json_of, tokentrace};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use tokentrace_format::{
-    Channel, ChunkRecord, ClockAnchor, Header, Manifest, Outcome, Phase, RequestRecord, RunEnd,
-    TraceWriter, Usage, WriterConfig,
+    Channel, ChunkRecord, ClockAnchor, Header, Manifest, Outcome, Phase, RequestMeta,
+    RequestRecord, RunEnd, TraceWriter, Usage, WriterConfig,
 };
 
 const MS: u64 = 1_000_000;
@@ -64,29 +64,31 @@ fn write_trace(path: &Path, ttft_ms: u64) {
         }
         sender
             .send(RequestRecord {
-                id: i,
-                phase: Phase::Measured,
-                trial: 0,
-                intended_ns: send,
-                send_ns: send,
-                headers_ns: Some(send + MS),
-                end_ns: t + MS,
-                http_status: 200,
-                outcome: Outcome::Ok,
-                error: None,
-                usage: Usage {
-                    prompt_tokens: Some(50),
-                    completion_tokens: Some(10),
-                    ..Usage::default()
+                meta: RequestMeta {
+                    id: i,
+                    phase: Phase::Measured,
+                    trial: 0,
+                    intended_ns: send,
+                    send_ns: send,
+                    headers_ns: Some(send + MS),
+                    end_ns: t + MS,
+                    http_status: 200,
+                    outcome: Outcome::Ok,
+                    error: None,
+                    usage: Usage {
+                        prompt_tokens: Some(50),
+                        completion_tokens: Some(10),
+                        ..Usage::default()
+                    },
+                    finish_reason: Some("stop".into()),
+                    prompt_hash: 0,
+                    prompt_bytes: 200,
+                    output_hash: 0,
+                    output_bytes: 40,
+                    planned_input_tokens: Some(50),
+                    response_headers: vec![],
+                    retries: 0,
                 },
-                finish_reason: Some("stop".into()),
-                prompt_hash: 0,
-                prompt_bytes: 200,
-                output_hash: 0,
-                output_bytes: 40,
-                planned_input_tokens: Some(50),
-                response_headers: vec![],
-                retries: 0,
                 chunks,
             })
             .unwrap();

@@ -12,8 +12,8 @@ use common::{json_of, stdout_of, tokentrace};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use tokentrace_format::{
-    Channel, ChunkRecord, ClockAnchor, Header, Manifest, Outcome, Phase, RequestRecord, RunEnd,
-    TraceWriter, Usage, WriterConfig,
+    Channel, ChunkRecord, ClockAnchor, Header, Manifest, Outcome, Phase, RequestMeta,
+    RequestRecord, RunEnd, TraceWriter, Usage, WriterConfig,
 };
 
 const MS: u64 = 1_000_000;
@@ -44,42 +44,44 @@ fn request(id: u64, channel: Channel, done: bool) -> RequestRecord {
         chunks.push(chunk(send + 43, Channel::Done, 0));
     }
     RequestRecord {
-        id,
-        phase: Phase::Measured,
-        trial: 0,
-        intended_ns: send * MS,
-        send_ns: send * MS,
-        headers_ns: Some((send + 2) * MS),
-        end_ns: (send + 44) * MS,
-        http_status: 200,
-        outcome: if done {
-            Outcome::Ok
-        } else {
-            Outcome::MissingDone
-        },
-        error: (!done).then(|| "stream ended after 6 events without [DONE]".to_string()),
-        usage: Usage {
-            prompt_tokens: Some(50),
-            completion_tokens: Some(6),
-            reasoning_tokens: None,
-            cached_tokens: None,
-        },
-        finish_reason: Some(
-            if channel == Channel::Tool {
-                "tool_calls"
+        meta: RequestMeta {
+            id,
+            phase: Phase::Measured,
+            trial: 0,
+            intended_ns: send * MS,
+            send_ns: send * MS,
+            headers_ns: Some((send + 2) * MS),
+            end_ns: (send + 44) * MS,
+            http_status: 200,
+            outcome: if done {
+                Outcome::Ok
             } else {
-                "stop"
-            }
-            .into(),
-        ),
-        prompt_hash: id,
-        prompt_bytes: 200,
-        output_hash: 1000 + id,
-        output_bytes: 36,
-        planned_input_tokens: Some(50),
-        response_headers: vec![],
+                Outcome::MissingDone
+            },
+            error: (!done).then(|| "stream ended after 6 events without [DONE]".to_string()),
+            usage: Usage {
+                prompt_tokens: Some(50),
+                completion_tokens: Some(6),
+                reasoning_tokens: None,
+                cached_tokens: None,
+            },
+            finish_reason: Some(
+                if channel == Channel::Tool {
+                    "tool_calls"
+                } else {
+                    "stop"
+                }
+                .into(),
+            ),
+            prompt_hash: id,
+            prompt_bytes: 200,
+            output_hash: 1000 + id,
+            output_bytes: 36,
+            planned_input_tokens: Some(50),
+            response_headers: vec![],
+            retries: 0,
+        },
         chunks,
-        retries: 0,
     }
 }
 

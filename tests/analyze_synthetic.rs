@@ -9,8 +9,8 @@ use common::{json_of, stdout_of, tokentrace};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use tokentrace_format::{
-    Channel, ChunkRecord, ClockAnchor, Header, Manifest, Outcome, Phase, RequestRecord, RunEnd,
-    TraceWriter, Usage, WriterConfig,
+    Channel, ChunkRecord, ClockAnchor, Header, Manifest, Outcome, Phase, RequestMeta,
+    RequestRecord, RunEnd, TraceWriter, Usage, WriterConfig,
 };
 
 const MS: u64 = 1_000_000;
@@ -38,26 +38,28 @@ fn request(
     chunks: Vec<ChunkRecord>,
 ) -> RequestRecord {
     RequestRecord {
-        id,
-        phase,
-        trial: 0,
-        intended_ns: intended_ms * MS,
-        send_ns: send_ms * MS,
-        headers_ns: None,
-        end_ns: end_ms * MS,
-        http_status: 200,
-        outcome: Outcome::Ok,
-        error: None,
-        usage: Usage::default(),
-        finish_reason: Some("stop".into()),
-        prompt_hash: 0,
-        prompt_bytes: 400,
-        output_hash: 0,
-        output_bytes: 30,
-        planned_input_tokens: Some(100),
-        response_headers: vec![],
+        meta: RequestMeta {
+            id,
+            phase,
+            trial: 0,
+            intended_ns: intended_ms * MS,
+            send_ns: send_ms * MS,
+            headers_ns: None,
+            end_ns: end_ms * MS,
+            http_status: 200,
+            outcome: Outcome::Ok,
+            error: None,
+            usage: Usage::default(),
+            finish_reason: Some("stop".into()),
+            prompt_hash: 0,
+            prompt_bytes: 400,
+            output_hash: 0,
+            output_bytes: 30,
+            planned_input_tokens: Some(100),
+            response_headers: vec![],
+            retries: 0,
+        },
         chunks,
-        retries: 0,
     }
 }
 
@@ -80,7 +82,7 @@ fn requests() -> Vec<RequestRecord> {
             chunk(20, Channel::Content, 3, None),
         ],
     );
-    warm.usage = Usage {
+    warm.meta.usage = Usage {
         prompt_tokens: Some(100),
         completion_tokens: Some(2),
         ..Usage::default()
@@ -102,8 +104,8 @@ fn requests() -> Vec<RequestRecord> {
             chunk(196, Channel::Done, 0, None),
         ],
     );
-    one.headers_ns = Some(105 * MS);
-    one.usage = Usage {
+    one.meta.headers_ns = Some(105 * MS);
+    one.meta.usage = Usage {
         prompt_tokens: Some(100),
         completion_tokens: Some(6),
         reasoning_tokens: Some(2),
@@ -123,17 +125,17 @@ fn requests() -> Vec<RequestRecord> {
             chunk(251, Channel::Finish, 0, None),
         ],
     );
-    two.headers_ns = Some(160 * MS);
-    two.usage = Usage {
+    two.meta.headers_ns = Some(160 * MS);
+    two.meta.usage = Usage {
         prompt_tokens: Some(120),
         completion_tokens: Some(5),
         ..Usage::default()
     };
-    two.planned_input_tokens = Some(120);
+    two.meta.planned_input_tokens = Some(120);
     let mut failed = request(3, Phase::Measured, 200, 200, 205, vec![]);
-    failed.outcome = Outcome::HttpError;
-    failed.http_status = 503;
-    failed.error = Some("overloaded".into());
+    failed.meta.outcome = Outcome::HttpError;
+    failed.meta.http_status = 503;
+    failed.meta.error = Some("overloaded".into());
     vec![warm, one, failed, two]
 }
 
@@ -404,7 +406,17 @@ fn aiperf_0_10_reports_the_capacity_blocks_statistics() {
     close(&m["time_to_first_token"]["p50"], 19.0); // 18 and 20, numpy-linear
     close(&m["request_latency"]["p50"], 94.0); // 88 and 100
     close(&m["inter_token_latency"]["p50"], 17.0); // 14 and 20
-    close(&r["aggregates"]["request_throughput"], 2.0 / 0.158);
+
+    // 1 / ITL in seconds: 1 / 0.014 and 1 / 0.020.
+    close(
+        &m["output_token_throughput_per_user"]["avg"],
+        (1.0 / 0.014 + 1.0 / 0.020) / 2.0,
+    );
+    // AIPerf 0.10's benchmark duration: first send (102 ms) to the last output of a counted
+    // request (250 ms), not to the failed request's or a stream's end.
+    close(&r["aggregates"]["benchmark_duration"], 0.148);
+    close(&r["aggregates"]["request_throughput"], 2.0 / 0.148);
+    close(&r["aggregates"]["output_token_throughput"], 11.0 / 0.148);
 }
 
 #[test]

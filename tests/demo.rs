@@ -32,7 +32,7 @@ fn demo_records_a_reasoning_run_and_prints_the_report() {
     assert_eq!(requests.len(), 14, "10 measured + 4 warmup");
     let measured = requests
         .iter()
-        .filter(|r| r.phase == Phase::Measured)
+        .filter(|r| r.meta.phase == Phase::Measured)
         .count();
     assert_eq!(measured, 10);
     for request in &requests {
@@ -41,6 +41,6 @@ fn demo_records_a_reasoning_run_and_prints_the_report() {
             has(Channel::Reasoning) && has(Channel::Content),
             "{request:?}"
         );
-        assert_eq!(request.usage.completion_tokens, Some(128));
+        assert_eq!(request.meta.usage.completion_tokens, Some(128));
     }
 }

@@ -35,7 +35,7 @@ fn every_response_is_a_chunk_at_its_own_time() {
     let anchor = reader.header().anchor.mono_ns;
     for (record, line) in records.iter().zip(&raw) {
         assert_eq!(
-            record.send_ns + anchor,
+            record.meta.send_ns + anchor,
             line["start_perf_ns"].as_u64().unwrap()
         );
         let responses = line["responses"].as_array().unwrap();
@@ -50,9 +50,9 @@ fn every_response_is_a_chunk_at_its_own_time() {
                 response["packets"][0]["value"].as_str()
             );
         }
-        assert_eq!(record.phase, Phase::Measured);
-        assert_eq!(record.outcome, Outcome::Ok);
-        assert_eq!(record.http_status, 200);
+        assert_eq!(record.meta.phase, Phase::Measured);
+        assert_eq!(record.meta.outcome, Outcome::Ok);
+        assert_eq!(record.meta.http_status, 200);
         // Role chunk, 64 tokens, usage chunk, [DONE].
         assert_eq!(record.chunks[0].channel, Channel::Role);
         assert_eq!(
@@ -65,14 +65,15 @@ fn every_response_is_a_chunk_at_its_own_time() {
         );
         assert_eq!(record.chunks[65].channel, Channel::Usage);
         assert_eq!(record.chunks[66].channel, Channel::Done);
-        assert_eq!(record.usage.completion_tokens, Some(64));
-        assert_eq!(record.finish_reason.as_deref(), Some("length"));
+        assert_eq!(record.meta.usage.completion_tokens, Some(64));
+        assert_eq!(record.meta.finish_reason.as_deref(), Some("length"));
         // Wall-clock metadata lands on the monotonic clock in order: credit, send, headers, end.
-        assert!(record.intended_ns <= record.send_ns);
+        assert!(record.meta.intended_ns <= record.meta.send_ns);
         assert!(record
+            .meta
             .headers_ns
-            .is_some_and(|h| h > record.send_ns && h < record.chunks[1].arrival_ns));
-        assert!(record.end_ns >= record.chunks[64].arrival_ns);
+            .is_some_and(|h| h > record.meta.send_ns && h < record.chunks[1].arrival_ns));
+        assert!(record.meta.end_ns >= record.chunks[64].arrival_ns);
     }
 }
 
@@ -109,7 +110,8 @@ fn manifest_keeps_aiperf_counts_configuration_and_window() {
     let per_request = &manifest.client_token_counts.as_ref().unwrap().per_request;
     let metrics = jsonl("profile_export.jsonl");
     for record in &records {
-        let id = manifest.extra["aiperf"]["per_request"][record.id.to_string()]["x_request_id"]
+        let id = manifest.extra["aiperf"]["per_request"][record.meta.id.to_string()]
+            ["x_request_id"]
             .as_str()
             .unwrap();
         let line = metrics
@@ -118,10 +120,10 @@ fn manifest_keeps_aiperf_counts_configuration_and_window() {
             .unwrap();
         let osl = line["metrics"]["output_sequence_length"]["value"].as_u64();
         assert_eq!(
-            per_request[&record.id].output_tokens.map(u64::from),
+            per_request[&record.meta.id].output_tokens.map(u64::from),
             osl,
             "request {}",
-            record.id
+            record.meta.id
         );
     }
 }
@@ -147,9 +149,9 @@ fn trace_timestamps_give_aiperf_latencies() {
             })
             .map(|c| c.arrival_ns)
             .collect();
-        ttft.push((content[0] - r.send_ns) as f64);
+        ttft.push((content[0] - r.meta.send_ns) as f64);
         ttst.push((content[1] - content[0]) as f64);
-        latency.push((content[content.len() - 1] - r.send_ns) as f64);
+        latency.push((content[content.len() - 1] - r.meta.send_ns) as f64);
     }
     for (key, values) in [
         ("time_to_first_token", ttft),

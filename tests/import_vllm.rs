@@ -65,8 +65,8 @@ fn chunk_times_are_rebuilt_from_ttft_and_gaps() {
     let starts = floats(&result["start_times"]);
     let ttfts = floats(&result["ttfts"]);
     for (i, r) in records.iter().take(2).enumerate() {
-        assert_eq!(r.outcome, Outcome::Ok);
-        assert!(close((r.send_ns + anchor) as f64 * 1e-9, starts[i]));
+        assert_eq!(r.meta.outcome, Outcome::Ok);
+        assert!(close((r.meta.send_ns + anchor) as f64 * 1e-9, starts[i]));
         let gaps = floats(&result["itls"][i]);
         assert_eq!(r.chunks.len(), gaps.len() + 1);
         let mut t = starts[i] + ttfts[i];
@@ -81,15 +81,22 @@ fn chunk_times_are_rebuilt_from_ttft_and_gaps() {
             assert!(chunk.tokens.is_none());
         }
         let latency = result["latencies"][i].as_f64().unwrap();
-        assert!(close((r.end_ns - r.send_ns) as f64 * 1e-9, latency));
+        assert!(close(
+            (r.meta.end_ns - r.meta.send_ns) as f64 * 1e-9,
+            latency
+        ));
         assert_eq!(
-            r.output_bytes as usize,
+            r.meta.output_bytes as usize,
             result["generated_texts"][i].as_str().unwrap().len()
         );
     }
     let failed = &records[2];
-    assert_eq!((failed.outcome, failed.chunks.len()), (Outcome::Other, 0));
+    assert_eq!(
+        (failed.meta.outcome, failed.chunks.len()),
+        (Outcome::Other, 0)
+    );
     assert!(failed
+        .meta
         .error
         .as_deref()
         .unwrap()
@@ -137,8 +144,8 @@ fn vllm_formulas_agree_on_the_trace() {
     let mut trace_itl = Vec::new();
     for &i in &ok {
         let r = &records[i];
-        let ttft = (r.chunks[0].arrival_ns - r.send_ns) as f64 * 1e-9;
-        let e2el = (r.end_ns - r.send_ns) as f64 * 1e-9;
+        let ttft = (r.chunks[0].arrival_ns - r.meta.send_ns) as f64 * 1e-9;
+        let e2el = (r.meta.end_ns - r.meta.send_ns) as f64 * 1e-9;
         let n = f64::from(counts[&(i as u64)].output_tokens.unwrap());
         assert!(close(ttft, ttfts[i]));
         trace_tpot.push((e2el - ttft) / (n - 1.0));

@@ -42,33 +42,36 @@ fn chat_with_reasoning_and_speculative_chunks() {
     assert_eq!(reader.run_end().unwrap().reason, "completed");
     assert_eq!(reader.manifest().labels["engine"], "sim");
     assert_eq!(
-        records.iter().filter(|r| r.phase == Phase::Warmup).count(),
+        records
+            .iter()
+            .filter(|r| r.meta.phase == Phase::Warmup)
+            .count(),
         2
     );
-    assert!(records[..2].iter().all(|r| r.phase == Phase::Warmup));
+    assert!(records[..2].iter().all(|r| r.meta.phase == Phase::Warmup));
     let mut chunks_below_tokens = 0;
     for r in &records {
-        assert_eq!(r.outcome, Outcome::Ok, "{:?}", r.error);
-        assert_eq!(r.http_status, 200);
+        assert_eq!(r.meta.outcome, Outcome::Ok, "{:?}", r.meta.error);
+        assert_eq!(r.meta.http_status, 200);
         assert_eq!(count(r, Channel::Role), 1);
         assert!(count(r, Channel::Reasoning) >= 1);
         assert!(count(r, Channel::Content) >= 1);
         assert_eq!(count(r, Channel::Usage), 1);
         assert_eq!(count(r, Channel::Done), 1);
-        assert_eq!(r.usage.completion_tokens, Some(20));
-        assert_eq!(r.usage.reasoning_tokens, Some(6));
+        assert_eq!(r.meta.usage.completion_tokens, Some(20));
+        assert_eq!(r.meta.usage.reasoning_tokens, Some(6));
         assert_eq!(
             output_tokens(r),
             20,
             "per-chunk tokens must add up to usage"
         );
-        let prompt = r.usage.prompt_tokens.unwrap();
+        let prompt = r.meta.usage.prompt_tokens.unwrap();
         assert!(prompt.abs_diff(300) <= 6, "prompt tokens {prompt}");
-        assert_eq!(r.planned_input_tokens, Some(300));
-        assert_eq!(r.finish_reason.as_deref(), Some("length"));
-        assert!(r.intended_ns <= r.send_ns);
-        assert!(r.send_ns <= r.headers_ns.unwrap());
-        assert!(r.headers_ns.unwrap() <= r.chunks[0].arrival_ns);
+        assert_eq!(r.meta.planned_input_tokens, Some(300));
+        assert_eq!(r.meta.finish_reason.as_deref(), Some("length"));
+        assert!(r.meta.intended_ns <= r.meta.send_ns);
+        assert!(r.meta.send_ns <= r.meta.headers_ns.unwrap());
+        assert!(r.meta.headers_ns.unwrap() <= r.chunks[0].arrival_ns);
         assert!(r
             .chunks
             .windows(2)
@@ -77,8 +80,8 @@ fn chat_with_reasoning_and_speculative_chunks() {
             .chunks
             .windows(2)
             .all(|w| w[0].read_index <= w[1].read_index));
-        assert_eq!(r.end_ns, r.chunks.last().unwrap().arrival_ns);
-        assert!(r.output_bytes > 0 && r.output_hash != 0);
+        assert_eq!(r.meta.end_ns, r.chunks.last().unwrap().arrival_ns);
+        assert!(r.meta.output_bytes > 0 && r.meta.output_hash != 0);
         assert!(r.chunks.iter().all(|c| c.text.is_none()));
         if count(r, Channel::Reasoning) + count(r, Channel::Content) < 20 {
             chunks_below_tokens += 1;
@@ -126,16 +129,16 @@ fn completions_with_final_usage_only() {
     assert_eq!(reader.manifest().api, "completions");
     assert_eq!(records.len(), 6);
     for r in &records {
-        assert_eq!(r.outcome, Outcome::Ok, "{:?}", r.error);
+        assert_eq!(r.meta.outcome, Outcome::Ok, "{:?}", r.meta.error);
         assert_eq!(count(r, Channel::Role), 0);
         assert_eq!(count(r, Channel::Reasoning), 0);
         assert_eq!(count(r, Channel::Content), 9);
         assert_eq!(count(r, Channel::Usage), 1);
-        assert_eq!(r.usage.completion_tokens, Some(9));
+        assert_eq!(r.meta.usage.completion_tokens, Some(9));
         // Without continuous usage the per-chunk token counts are unknown.
         assert!(r.chunks.iter().all(|c| c.tokens.is_none()));
         let text: String = r.chunks.iter().filter_map(|c| c.text.clone()).collect();
-        assert_eq!(text.len() as u32, r.output_bytes);
+        assert_eq!(text.len() as u32, r.meta.output_bytes);
         assert_eq!(text.split_whitespace().count(), 9);
     }
 }
@@ -203,16 +206,20 @@ fn open_loop_intended_starts_follow_the_schedule() {
     );
     assert_eq!(reader.manifest().load["mode"], "open");
     assert_eq!(records.len(), 8);
-    let t0 = records[0].intended_ns;
+    let t0 = records[0].meta.intended_ns;
     for (i, r) in records.iter().enumerate() {
-        assert_eq!(r.intended_ns - t0, i as u64 * 25_000_000, "request {i}");
-        assert!(r.send_ns >= r.intended_ns);
-        assert_eq!(r.planned_input_tokens, None);
-        assert_eq!(r.outcome, Outcome::Ok);
+        assert_eq!(
+            r.meta.intended_ns - t0,
+            i as u64 * 25_000_000,
+            "request {i}"
+        );
+        assert!(r.meta.send_ns >= r.meta.intended_ns);
+        assert_eq!(r.meta.planned_input_tokens, None);
+        assert_eq!(r.meta.outcome, Outcome::Ok);
     }
     // The prompt file is used round robin: ids 0 and 3 carry the same prompt.
-    assert_eq!(records[0].prompt_hash, records[3].prompt_hash);
-    assert_ne!(records[0].prompt_hash, records[1].prompt_hash);
+    assert_eq!(records[0].meta.prompt_hash, records[3].meta.prompt_hash);
+    assert_ne!(records[0].meta.prompt_hash, records[1].meta.prompt_hash);
 }
 
 #[test]
@@ -239,7 +246,7 @@ fn input_tokens_4096_calibrated_within_two_percent() {
         ],
     );
     for r in &records {
-        let prompt = r.usage.prompt_tokens.unwrap();
+        let prompt = r.meta.usage.prompt_tokens.unwrap();
         assert!(
             prompt.abs_diff(4096) as f64 <= 4096.0 * 0.02,
             "prompt tokens {prompt}"
@@ -248,7 +255,7 @@ fn input_tokens_4096_calibrated_within_two_percent() {
         assert_eq!(
             records
                 .iter()
-                .filter(|o| o.prompt_hash == r.prompt_hash)
+                .filter(|o| o.meta.prompt_hash == r.meta.prompt_hash)
                 .count(),
             1
         );
@@ -359,10 +366,10 @@ fn http2_prior_knowledge_and_duration_stop() {
     assert_eq!(reader.manifest().extra["http"], "http2");
     // About 15 arrivals in half a second at 30/s; bounded well inside that.
     assert!((3..=40).contains(&records.len()), "{}", records.len());
-    let start = records[0].intended_ns;
+    let start = records[0].meta.intended_ns;
     for r in &records {
-        assert_eq!(r.outcome, Outcome::Ok, "{:?}", r.error);
-        assert!(r.intended_ns - start < 500_000_000);
+        assert_eq!(r.meta.outcome, Outcome::Ok, "{:?}", r.meta.error);
+        assert!(r.meta.intended_ns - start < 500_000_000);
     }
 }
 
@@ -388,16 +395,16 @@ fn closed_loop_measured_requests_start_after_the_warmup_ends() {
     assert_eq!(records.len(), 8);
     let warmup_end = records
         .iter()
-        .filter(|r| r.phase == Phase::Warmup)
-        .map(|r| r.end_ns)
+        .filter(|r| r.meta.phase == Phase::Warmup)
+        .map(|r| r.meta.end_ns)
         .max()
         .unwrap();
-    for r in records.iter().filter(|r| r.phase == Phase::Measured) {
+    for r in records.iter().filter(|r| r.meta.phase == Phase::Measured) {
         assert!(
-            r.send_ns >= warmup_end,
+            r.meta.send_ns >= warmup_end,
             "request {} overlaps the warmup",
-            r.id
+            r.meta.id
         );
-        assert_eq!(r.outcome, Outcome::Ok);
+        assert_eq!(r.meta.outcome, Outcome::Ok);
     }
 }

@@ -21,7 +21,11 @@ fn url_of(server: &tokentrace_sim::SimHandle) -> String {
 
 /// The X-Request-ID the simulator echoed for `r`.
 fn echoed_id(r: &tokentrace_format::RequestRecord) -> &str {
-    let header = r.response_headers.iter().find(|(n, _)| n == "x-request-id");
+    let header = r
+        .meta
+        .response_headers
+        .iter()
+        .find(|(n, _)| n == "x-request-id");
     &header.unwrap().1
 }
 
@@ -47,11 +51,11 @@ fn a_server_that_wants_uuid_request_ids_accepts_every_request() {
     let header = reader.manifest().request_id_header.clone().unwrap();
     assert_eq!(header.name, "x-request-id");
     for r in &records {
-        assert_eq!(r.outcome, Outcome::Ok, "{:?}", r.error);
+        assert_eq!(r.meta.outcome, Outcome::Ok, "{:?}", r.meta.error);
         // The simulator echoes the id it received: the UUID of this request.
         let echoed = echoed_id(r);
-        assert_eq!(echoed, header.value(r.id));
-        assert_eq!(id_of_uuid(echoed), Some(r.id));
+        assert_eq!(echoed, header.value(r.meta.id));
+        assert_eq!(id_of_uuid(echoed), Some(r.meta.id));
     }
     // Calibration probes got through too: the server's own usage decided.
     assert_eq!(calibration(&out)["method"], "usage");
@@ -100,7 +104,7 @@ fn user_headers_reach_the_calibration_probes_and_their_refusal_is_explained() {
         "{note}"
     );
     let (_, records) = records_of(&out);
-    assert!(records.iter().all(|r| r.outcome == Outcome::HttpError));
+    assert!(records.iter().all(|r| r.meta.outcome == Outcome::HttpError));
 }
 
 #[test]
@@ -186,11 +190,17 @@ fn a_closed_keep_alive_connection_is_retried_once_on_a_fresh_one() {
     let (_, records) = record_ok(&url, &out, &args);
     assert_eq!(records.len(), 8);
     for r in &records {
-        assert_eq!(r.outcome, Outcome::Ok, "request {}: {:?}", r.id, r.error);
-        assert!(r.retries <= 1);
+        assert_eq!(
+            r.meta.outcome,
+            Outcome::Ok,
+            "request {}: {:?}",
+            r.meta.id,
+            r.meta.error
+        );
+        assert!(r.meta.retries <= 1);
     }
     // Every request that found a used connection was sent once more.
-    let retried = records.iter().filter(|r| r.retries == 1).count();
+    let retried = records.iter().filter(|r| r.meta.retries == 1).count();
     assert!(retried >= 4, "{retried} of 8 retried");
     let (json, _) = inspect(&out);
     assert_eq!(json["retried_requests"], retried as u64);
@@ -213,7 +223,7 @@ data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
         let args = ["--requests", "2", "--no-calibrate", "--http", "1"];
         let (_, records) = record_ok(&url, &out, &args);
         for r in &records {
-            assert_eq!(r.outcome, outcome, "{:?}", r.error);
+            assert_eq!(r.meta.outcome, outcome, "{:?}", r.meta.error);
         }
     }
 }
@@ -269,10 +279,10 @@ fn a_request_ends_at_done_even_when_the_body_stays_open() {
         started.elapsed()
     );
     for r in &records {
-        assert_eq!(r.outcome, Outcome::Ok, "{:?}", r.error);
+        assert_eq!(r.meta.outcome, Outcome::Ok, "{:?}", r.meta.error);
         let done = r.chunks.last().unwrap();
         assert_eq!(done.channel, tokentrace_format::Channel::Done);
-        assert_eq!(r.end_ns, done.arrival_ns, "the request ends at [DONE]");
+        assert_eq!(r.meta.end_ns, done.arrival_ns, "the request ends at [DONE]");
     }
 }
 
@@ -332,10 +342,10 @@ fn connections_a_server_closes_after_each_response_are_not_reused() {
         "1",
     ];
     let (reader, records) = record_ok(&url, &out, &args);
-    assert!(records.iter().all(|r| r.outcome == Outcome::Ok));
+    assert!(records.iter().all(|r| r.meta.outcome == Outcome::Ok));
     // Reusing such connections races with the close; once it is seen, every request gets a
     // connection of its own, so at most the first requests needed a second send.
-    let retried = records.iter().filter(|r| r.retries > 0).count();
+    let retried = records.iter().filter(|r| r.meta.retries > 0).count();
     assert!(retried <= 2, "{retried} of 30 retried");
     let health = &reader.run_end().unwrap().client_health;
     assert_eq!(health.server_closes_after_response, Some(true));
@@ -394,8 +404,8 @@ fn answers_that_are_not_a_stream_are_named() {
         let (_, records) = records_of(&out);
         assert_eq!(records.len(), 2);
         for r in &records {
-            assert_eq!(r.outcome, outcome, "{head}: {:?}", r.error);
-            let error = r.error.as_deref().unwrap_or_default();
+            assert_eq!(r.meta.outcome, outcome, "{head}: {:?}", r.meta.error);
+            let error = r.meta.error.as_deref().unwrap_or_default();
             assert!(error.contains(text), "{head}: {error}");
             assert!(r.chunks.is_empty());
         }
@@ -431,7 +441,12 @@ data: [DONE]\n\n";
         "20",
     ];
     let (_, records) = record_ok(&url, &out, &args);
-    assert_eq!(records[0].outcome, Outcome::Ok, "{:?}", records[0].error);
+    assert_eq!(
+        records[0].meta.outcome,
+        Outcome::Ok,
+        "{:?}",
+        records[0].meta.error
+    );
     let c = calibration(&out);
     assert_eq!(c["method"], "usage", "{c}");
     assert_eq!(c["measured_prompt_tokens"], 64, "{c}");

@@ -12,7 +12,12 @@ use tokentrace_format::{Outcome, RequestRecord};
 use tokentrace_sim::{FaultConfig, SimConfig};
 
 fn outcome_of(records: &[RequestRecord], id: u64) -> Outcome {
-    records.iter().find(|r| r.id == id).unwrap().outcome
+    records
+        .iter()
+        .find(|r| r.meta.id == id)
+        .unwrap()
+        .meta
+        .outcome
 }
 
 #[test]
@@ -71,16 +76,20 @@ fn each_fault_gets_its_outcome() {
         (13, Outcome::StreamError),
     ];
     for (id, outcome) in expected {
-        let r = records.iter().find(|r| r.id == id).unwrap();
-        assert_eq!(r.outcome, outcome, "request {id}: {:?}", r.error);
-        assert_eq!(r.error.is_some(), outcome != Outcome::Ok, "request {id}");
+        let r = records.iter().find(|r| r.meta.id == id).unwrap();
+        assert_eq!(r.meta.outcome, outcome, "request {id}: {:?}", r.meta.error);
+        assert_eq!(
+            r.meta.error.is_some(),
+            outcome != Outcome::Ok,
+            "request {id}"
+        );
     }
-    let http = records.iter().find(|r| r.id == 4).unwrap();
-    assert_eq!(http.http_status, 500);
-    assert!(http.error.as_deref().unwrap().starts_with("HTTP 500"));
-    assert!(http.error.as_deref().unwrap().len() <= 1024 + 16);
+    let http = records.iter().find(|r| r.meta.id == 4).unwrap();
+    assert_eq!(http.meta.http_status, 500);
+    assert!(http.meta.error.as_deref().unwrap().starts_with("HTTP 500"));
+    assert!(http.meta.error.as_deref().unwrap().len() <= 1024 + 16);
     // The malformed event is recorded and the stream read to its end.
-    let malformed = records.iter().find(|r| r.id == 10).unwrap();
+    let malformed = records.iter().find(|r| r.meta.id == 10).unwrap();
     assert_eq!(count(malformed, tokentrace_format::Channel::Done), 1);
     assert_eq!(outcome_of(&records, 12), Outcome::Oversize);
 }
@@ -115,14 +124,14 @@ fn stalls_and_slow_prefill_time_out() {
             prompts.to_str().unwrap(),
         ],
     );
-    let outcomes: Vec<Outcome> = records.iter().map(|r| r.outcome).collect();
+    let outcomes: Vec<Outcome> = records.iter().map(|r| r.meta.outcome).collect();
     assert_eq!(
         outcomes,
         [Outcome::Ok, Outcome::Timeout, Outcome::Ok, Outcome::Timeout]
     );
     let stalled = &records[1];
-    assert!(stalled.end_ns - stalled.send_ns >= 500_000_000);
-    assert!(stalled.end_ns - stalled.send_ns < 2_500_000_000);
+    assert!(stalled.meta.end_ns - stalled.meta.send_ns >= 500_000_000);
+    assert!(stalled.meta.end_ns - stalled.meta.send_ns < 2_500_000_000);
 
     // 20k prompt tokens at 10k tokens/s: two seconds of prefill, far beyond the TTFT limit.
     let slow = sim(SimConfig {
@@ -149,7 +158,9 @@ fn stalls_and_slow_prefill_time_out() {
         ],
     );
     assert!(
-        records.iter().all(|r| r.outcome == Outcome::TtftTimeout),
+        records
+            .iter()
+            .all(|r| r.meta.outcome == Outcome::TtftTimeout),
         "{records:?}"
     );
 }
@@ -194,7 +205,7 @@ fn interrupt_cancels_in_flight_and_finishes_the_trace() {
     assert_eq!(reader.run_end().unwrap().reason, "interrupted");
     assert_eq!(records.len(), 3, "no request may start after the interrupt");
     for r in &records {
-        assert_eq!(r.outcome, Outcome::Cancelled);
+        assert_eq!(r.meta.outcome, Outcome::Cancelled);
         assert!(
             !r.chunks.is_empty(),
             "chunks received before the interrupt are kept"

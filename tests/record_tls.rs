@@ -48,7 +48,7 @@ fn tls_verification_refuses_unknown_ca_and_accepts_ca_cert() {
         with_ca.extend(["--ca-cert", ca.to_str().unwrap(), "--http", http]);
         let (reader, records) = record_ok(&url, &out, &with_ca);
         assert_eq!(records.len(), 3);
-        assert!(records.iter().all(|r| r.outcome == Outcome::Ok));
+        assert!(records.iter().all(|r| r.meta.outcome == Outcome::Ok));
         assert_eq!(reader.manifest().extra["tls_insecure"], false);
     }
 

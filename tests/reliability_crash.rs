@@ -25,9 +25,17 @@ fn slow_sim() -> SimConfig {
 }
 
 fn assert_complete(r: &RequestRecord) {
-    assert_eq!(r.outcome, Outcome::Ok, "request {}: {:?}", r.id, r.error);
+    assert_eq!(
+        r.meta.outcome,
+        Outcome::Ok,
+        "request {}: {:?}",
+        r.meta.id,
+        r.meta.error
+    );
     assert_eq!(count(r, Channel::Done), 1);
-    assert!(r.end_ns >= r.send_ns && r.send_ns >= r.intended_ns.min(r.send_ns));
+    assert!(
+        r.meta.end_ns >= r.meta.send_ns && r.meta.send_ns >= r.meta.intended_ns.min(r.meta.send_ns)
+    );
 }
 
 /// Records from a slow simulator into `out` (an open-ended `--requests 100000`, then `args`,
@@ -93,13 +101,13 @@ fn sigkill_leaves_every_complete_block_readable() {
     let mut interrupted = 0;
     for r in reader.requests() {
         let r = r.unwrap();
-        if r.outcome == Outcome::Interrupted {
+        if r.meta.outcome == Outcome::Interrupted {
             interrupted += 1;
             assert_prefix(&r);
         } else {
             assert_complete(&r);
         }
-        assert!(ids.insert(r.id), "request {} twice", r.id);
+        assert!(ids.insert(r.meta.id), "request {} twice", r.meta.id);
     }
     assert_eq!(ids.len() as u64, json["requests"].as_u64().unwrap());
     assert_eq!(interrupted, json["interrupted_requests"].as_u64().unwrap());
@@ -117,7 +125,7 @@ fn sigkill_leaves_every_complete_block_readable() {
 /// `[DONE]` (it was still streaming), ending at its last checkpoint.
 fn assert_prefix(r: &RequestRecord) {
     assert!(
-        r.error.as_deref().unwrap().starts_with("interrupted"),
+        r.meta.error.as_deref().unwrap().starts_with("interrupted"),
         "{r:?}"
     );
     assert_eq!(count(r, Channel::Done), 0);
@@ -127,7 +135,7 @@ fn assert_prefix(r: &RequestRecord) {
     assert!(r
         .chunks
         .iter()
-        .all(|c| c.arrival_ns >= r.send_ns && c.arrival_ns <= r.end_ns));
+        .all(|c| c.arrival_ns >= r.meta.send_ns && c.arrival_ns <= r.meta.end_ns));
 }
 
 /// Long streams killed mid-way: every started request is in the trace as `interrupted`, with
@@ -184,13 +192,21 @@ fn sigkill_during_long_streams_keeps_every_started_request() {
     let (reader, records) = records_of(&out);
     assert!(reader.run_end().is_none());
     for r in &records {
-        assert_eq!(r.outcome, Outcome::Interrupted);
+        assert_eq!(r.meta.outcome, Outcome::Interrupted);
         assert_prefix(r);
         // Killed 4 s after start; at most ~1.5 s of chunks may be lost, at 20 ms a token. The
         // bound is loose (a busy host streams slower), but 0 would mean nothing checkpointed.
         let content = count(r, Channel::Content);
-        assert!(content >= 25, "request {}: {content} content chunks", r.id);
-        assert!(content < 200, "request {}: {content} content chunks", r.id);
+        assert!(
+            content >= 25,
+            "request {}: {content} content chunks",
+            r.meta.id
+        );
+        assert!(
+            content < 200,
+            "request {}: {content} content chunks",
+            r.meta.id
+        );
     }
 
     // Every tool reads them: analysis counts them as not successful, redact keeps them.
@@ -206,8 +222,8 @@ fn sigkill_during_long_streams_keeps_every_started_request() {
     assert_eq!(copied.len(), 4);
     for (a, b) in records.iter().zip(&copied) {
         assert_eq!(
-            (a.id, a.outcome, a.chunks.len()),
-            (b.id, b.outcome, b.chunks.len())
+            (a.meta.id, a.meta.outcome, a.chunks.len()),
+            (b.meta.id, b.meta.outcome, b.chunks.len())
         );
     }
     let (json, _) = inspect(&copy);
@@ -263,7 +279,7 @@ fn a_second_signal_stops_at_once_with_a_readable_trace() {
     );
     let (reader, records) = records_of(&out);
     assert_eq!(reader.run_end().unwrap().reason, "interrupted");
-    assert!(records.iter().any(|r| r.outcome == Outcome::Cancelled));
+    assert!(records.iter().any(|r| r.meta.outcome == Outcome::Cancelled));
 }
 
 fn signal_finishes_the_trace(name: &str) {
@@ -290,7 +306,7 @@ fn signal_finishes_the_trace(name: &str) {
     );
     let (reader, records) = records_of(&out);
     assert_eq!(reader.run_end().unwrap().reason, "interrupted");
-    let ids: Vec<u64> = records.iter().map(|r| r.id).collect();
+    let ids: Vec<u64> = records.iter().map(|r| r.meta.id).collect();
     assert_eq!(
         ids,
         (0..records.len() as u64).collect::<Vec<_>>(),
@@ -298,7 +314,7 @@ fn signal_finishes_the_trace(name: &str) {
     );
     let cancelled: Vec<&RequestRecord> = records
         .iter()
-        .filter(|r| r.outcome == Outcome::Cancelled)
+        .filter(|r| r.meta.outcome == Outcome::Cancelled)
         .collect();
     // Four are in flight at the signal; one within `--grace` of its end may still finish.
     assert!(
@@ -307,8 +323,8 @@ fn signal_finishes_the_trace(name: &str) {
         cancelled.len()
     );
     for r in &records {
-        if r.outcome == Outcome::Cancelled {
-            assert!(r.error.is_some());
+        if r.meta.outcome == Outcome::Cancelled {
+            assert!(r.meta.error.is_some());
             assert!(
                 count(r, Channel::Content) < 50,
                 "a cancelled request was cut short"

@@ -20,19 +20,25 @@ const MAX_TOKENS: u32 = 6;
 
 /// A request that succeeded must be whole: status 200, every token, usage, `[DONE]`.
 fn assert_intact(r: &RequestRecord) {
-    assert_eq!(r.outcome, Outcome::Ok, "request {}: {:?}", r.id, r.error);
-    assert_eq!(r.error, None);
-    assert_eq!(r.http_status, 200);
     assert_eq!(
-        r.usage.completion_tokens,
+        r.meta.outcome,
+        Outcome::Ok,
+        "request {}: {:?}",
+        r.meta.id,
+        r.meta.error
+    );
+    assert_eq!(r.meta.error, None);
+    assert_eq!(r.meta.http_status, 200);
+    assert_eq!(
+        r.meta.usage.completion_tokens,
         Some(MAX_TOKENS),
         "request {}",
-        r.id
+        r.meta.id
     );
-    assert_eq!(r.finish_reason.as_deref(), Some("length"));
+    assert_eq!(r.meta.finish_reason.as_deref(), Some("length"));
     assert_eq!(count(r, Channel::Content), MAX_TOKENS as usize);
     assert_eq!(count(r, Channel::Done), 1);
-    assert!(r.headers_ns.is_some() && r.end_ns >= r.send_ns);
+    assert!(r.meta.headers_ns.is_some() && r.meta.end_ns >= r.meta.send_ns);
 }
 
 /// Runs the matrix for one fault: `faults` must strike every second arrival. Returns the
@@ -70,24 +76,24 @@ fn matrix_run(
 
     let (reader, records) = records_of(&out);
     assert_eq!(reader.run_end().unwrap().reason, "completed");
-    let ids: Vec<u64> = records.iter().map(|r| r.id).collect();
+    let ids: Vec<u64> = records.iter().map(|r| r.meta.id).collect();
     assert_eq!(
         ids,
         (0..REQUESTS).collect::<Vec<_>>(),
         "every request is in the trace"
     );
-    let (good, bad): (Vec<_>, Vec<_>) = records.into_iter().partition(|r| r.id % 2 == 0);
+    let (good, bad): (Vec<_>, Vec<_>) = records.into_iter().partition(|r| r.meta.id % 2 == 0);
     for r in &good {
         assert_intact(r);
     }
     for r in &bad {
         assert_eq!(
-            r.outcome, outcome,
+            r.meta.outcome, outcome,
             "{name}: request {}: {:?}",
-            r.id, r.error
+            r.meta.id, r.meta.error
         );
         if outcome != Outcome::Ok {
-            let error = r.error.as_deref().unwrap_or_default();
+            let error = r.meta.error.as_deref().unwrap_or_default();
             eprintln!("{name}: {}: {error}", outcome.name());
             assert!(
                 error.contains(message),
@@ -125,10 +131,14 @@ fn http_429_is_an_http_error() {
     let (bad, _) = matrix_run("429", faults, &[], Outcome::HttpError, "HTTP 429");
     assert!(bad
         .iter()
-        .all(|r| r.http_status == 429 && r.chunks.is_empty()));
+        .all(|r| r.meta.http_status == 429 && r.chunks.is_empty()));
     // When to ask again is kept with the refusal.
     for r in &bad {
-        let retry_after = r.response_headers.iter().find(|(n, _)| n == "retry-after");
+        let retry_after = r
+            .meta
+            .response_headers
+            .iter()
+            .find(|(n, _)| n == "retry-after");
         assert_eq!(retry_after.map(|(_, v)| v.as_str()), Some("1"), "{r:?}");
     }
 }
@@ -140,7 +150,7 @@ fn http_500_is_an_http_error() {
         ..FaultConfig::default()
     };
     let (bad, _) = matrix_run("500", faults, &[], Outcome::HttpError, "HTTP 500");
-    assert!(bad.iter().all(|r| r.http_status == 500));
+    assert!(bad.iter().all(|r| r.meta.http_status == 500));
 }
 
 #[test]
@@ -150,7 +160,7 @@ fn http_503_is_an_http_error() {
         ..FaultConfig::default()
     };
     let (bad, _) = matrix_run("503", faults, &[], Outcome::HttpError, "HTTP 503");
-    assert!(bad.iter().all(|r| r.http_status == 503));
+    assert!(bad.iter().all(|r| r.meta.http_status == 503));
 }
 
 #[test]
@@ -162,7 +172,7 @@ fn reset_mid_stream_is_a_stream_error() {
     };
     let (bad, _) = matrix_run("reset", faults, &[], Outcome::StreamError, "reset by peer");
     for r in &bad {
-        assert_eq!(r.http_status, 200);
+        assert_eq!(r.meta.http_status, 200);
         // The chunks that arrived before the reset are kept.
         assert!(count(r, Channel::Content) >= 1, "{r:?}");
         assert_eq!(count(r, Channel::Done), 0);
@@ -186,7 +196,7 @@ fn stall_before_first_token_is_a_ttft_timeout() {
         "TTFT timeout",
     );
     for r in &bad {
-        let waited = r.end_ns - r.send_ns;
+        let waited = r.meta.end_ns - r.meta.send_ns;
         assert!(waited >= 300_000_000, "ended after {waited} ns");
         assert_eq!(count(r, Channel::Content), 0);
     }
@@ -203,7 +213,7 @@ fn stall_mid_stream_is_a_timeout() {
     let extra = ["--ttft-timeout", "2", "--timeout", "0.5"];
     let (bad, _) = matrix_run("stall", faults, &extra, Outcome::Timeout, "request timeout");
     for r in &bad {
-        let waited = r.end_ns - r.send_ns;
+        let waited = r.meta.end_ns - r.meta.send_ns;
         assert!(waited >= 500_000_000, "ended after {waited} ns");
         assert!(
             count(r, Channel::Content) >= 1,
@@ -247,7 +257,7 @@ fn oversize_line_is_oversize() {
         Outcome::Oversize,
         "longer than 4096 bytes",
     );
-    assert!(bad.iter().all(|r| r.http_status == 200));
+    assert!(bad.iter().all(|r| r.meta.http_status == 200));
 }
 
 #[test]
@@ -267,16 +277,16 @@ fn missing_done_is_missing_done() {
         // Everything but the sentinel arrived.
         assert_eq!(count(r, Channel::Done), 0);
         assert_eq!(count(r, Channel::Content), MAX_TOKENS as usize);
-        assert_eq!(r.usage.completion_tokens, Some(MAX_TOKENS));
+        assert_eq!(r.meta.usage.completion_tokens, Some(MAX_TOKENS));
         // The role event, one per token, the final usage event.
         let said = format!(
             "after {} events and a finish_reason, without [DONE]",
             MAX_TOKENS + 2
         );
         assert!(
-            r.error.as_deref().unwrap_or("").contains(&said),
+            r.meta.error.as_deref().unwrap_or("").contains(&said),
             "{:?}",
-            r.error
+            r.meta.error
         );
     }
 }
@@ -291,8 +301,8 @@ fn missing_usage_is_ok_without_usage() {
     let extra = ["--usage", "final"];
     let (bad, report) = matrix_run("no-usage", faults, &extra, Outcome::Ok, "");
     for r in &bad {
-        assert_eq!(r.error, None);
-        assert_eq!(r.usage.completion_tokens, None, "{:?}", r.usage);
+        assert_eq!(r.meta.error, None);
+        assert_eq!(r.meta.usage.completion_tokens, None, "{:?}", r.meta.usage);
         assert_eq!(count(r, Channel::Usage), 0);
         assert_eq!(count(r, Channel::Content), MAX_TOKENS as usize);
         assert_eq!(count(r, Channel::Done), 1);
@@ -384,13 +394,13 @@ fn server_gone_mid_run_records_every_request() {
 
     let (reader, records) = records_of(&out);
     assert_eq!(reader.run_end().unwrap().reason, "completed");
-    let ids: Vec<u64> = records.iter().map(|r| r.id).collect();
+    let ids: Vec<u64> = records.iter().map(|r| r.meta.id).collect();
     assert_eq!(
         ids,
         (0..12).collect::<Vec<_>>(),
         "every request is in the trace"
     );
-    let by = |o: Outcome| records.iter().filter(|r| r.outcome == o).count();
+    let by = |o: Outcome| records.iter().filter(|r| r.meta.outcome == o).count();
     assert!(
         by(Outcome::Ok) >= 2,
         "requests before the shutdown completed"
@@ -400,12 +410,13 @@ fn server_gone_mid_run_records_every_request() {
         "requests after it could not connect"
     );
     for r in &records {
-        match r.outcome {
+        match r.meta.outcome {
             Outcome::Ok => assert_eq!(count(r, Channel::Done), 1),
             Outcome::ConnectError => {
-                assert_eq!(r.http_status, 0);
+                assert_eq!(r.meta.http_status, 0);
                 assert!(r.chunks.is_empty());
                 assert!(r
+                    .meta
                     .error
                     .as_deref()
                     .unwrap()
@@ -413,8 +424,11 @@ fn server_gone_mid_run_records_every_request() {
                     .contains("refused"));
             }
             // In flight at the shutdown: the connection closed under it.
-            Outcome::StreamError | Outcome::MissingDone => assert!(r.error.is_some()),
-            other => panic!("request {}: unexpected {other:?}: {:?}", r.id, r.error),
+            Outcome::StreamError | Outcome::MissingDone => assert!(r.meta.error.is_some()),
+            other => panic!(
+                "request {}: unexpected {other:?}: {:?}",
+                r.meta.id, r.meta.error
+            ),
         }
     }
     let report = analyze_v3(&out);

@@ -114,9 +114,9 @@ fn two_thousand_streams_for_a_minute_memory_flat_nothing_lost() {
     let mut chunks = 0u64;
     for r in reader.requests() {
         let r = r.unwrap();
-        ok += u64::from(r.outcome == Outcome::Ok);
+        ok += u64::from(r.meta.outcome == Outcome::Ok);
         chunks += r.chunks.len() as u64;
-        assert!(ids.insert(r.id), "request {} twice", r.id);
+        assert!(ids.insert(r.meta.id), "request {} twice", r.meta.id);
     }
     let n = ids.len() as u64;
     assert_eq!(

@@ -27,13 +27,13 @@ fn expected(mut r: RequestRecord, strip_errors: bool) -> RequestRecord {
     for c in &mut r.chunks {
         c.text = None;
     }
-    for (name, value) in &mut r.response_headers {
+    for (name, value) in &mut r.meta.response_headers {
         if !KEPT_HEADER_VALUES.contains(&name.as_str()) {
             *value = REDACTED.to_string();
         }
     }
-    if strip_errors && r.error.is_some() {
-        r.error = Some(REDACTED.to_string());
+    if strip_errors && r.meta.error.is_some() {
+        r.meta.error = Some(REDACTED.to_string());
     }
     r
 }
@@ -113,7 +113,7 @@ fn redact_strips_captured_text_and_raw_payloads() {
             .filter(|c| c.text.is_some())
             .count();
         assert!(texts > 0, "--capture {capture} stored text");
-        assert!(records.iter().any(|r| !r.response_headers.is_empty()));
+        assert!(records.iter().any(|r| !r.meta.response_headers.is_empty()));
 
         let copy = dir.path().join(format!("{capture}-redacted.tt"));
         let output = redact(&original, &copy, &[]);
@@ -144,11 +144,11 @@ fn redact_can_strip_error_texts_and_refuses_to_overwrite() {
     assert!(output.status.success(), "{output:?}");
     assert_redacted_copy(&original, &copy, true);
     let (_, records) = records_of(&copy);
-    let errors: Vec<_> = records.iter().filter(|r| r.error.is_some()).collect();
+    let errors: Vec<_> = records.iter().filter(|r| r.meta.error.is_some()).collect();
     assert!(!errors.is_empty());
     assert!(errors
         .iter()
-        .all(|r| r.error.as_deref() == Some(REDACTED) && r.http_status == 500));
+        .all(|r| r.meta.error.as_deref() == Some(REDACTED) && r.meta.http_status == 500));
 
     let again = redact(&original, &copy, &[]);
     assert!(!again.status.success());

@@ -135,7 +135,7 @@ fn key_stays_out_of_successful_and_http_500_runs() {
 
     let (reader, records) = records_of(&out);
     assert_eq!(records.len(), 9);
-    assert!(records.iter().any(|r| r.http_status == 500));
+    assert!(records.iter().any(|r| r.meta.http_status == 500));
     // Capture defaults to none: no chunk holds text.
     assert_eq!(reader.manifest().workload["capture"], "none");
     assert!(records
@@ -170,8 +170,11 @@ fn key_stays_out_of_a_401_that_echoes_it() {
         let (_, records) = records_of(&out);
         assert_eq!(records.len(), 3);
         for r in &records {
-            assert_eq!((r.outcome, r.http_status), (Outcome::HttpError, 401));
-            let error = r.error.as_deref().unwrap();
+            assert_eq!(
+                (r.meta.outcome, r.meta.http_status),
+                (Outcome::HttpError, 401)
+            );
+            let error = r.meta.error.as_deref().unwrap();
             assert!(error.starts_with("HTTP 401"), "{error}");
             assert!(error.contains("invalid credentials"), "{error}");
             assert!(error.contains("<redacted>"), "{error}");

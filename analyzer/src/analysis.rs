@@ -3,7 +3,7 @@
 use crate::dataset::Dataset;
 use crate::facts::{FactsOptions, RequestFacts, ToolCalls};
 use crate::objective::Slo;
-use crate::protocol::{Count, Protocol, Quantity, TokenSource};
+use crate::protocol::{Count, Protocol, Quantity, TokenSource, WallClockRequests};
 use crate::quantity::{self, EvalContext};
 use crate::summary::{Note, Rows, RunContext};
 use serde_json::{Map, Value};
@@ -93,7 +93,7 @@ impl<'a> Analysis<'a> {
                 failed.push(i);
             }
         }
-        let mut run = run_context(dataset, traces, &counted, &failed);
+        let mut run = run_context(protocol, dataset, traces, &counted, &failed);
         let (missing_done, notes) = notes(protocol, dataset, &counted);
         run.missing_done = missing_done;
         run.notes = notes;
@@ -117,13 +117,7 @@ impl<'a> Analysis<'a> {
 
     /// The evaluation context of the protocol.
     pub fn context(&self) -> EvalContext<'_> {
-        EvalContext {
-            sources: &self.protocol.token_sources,
-            gaps: &self.dataset.gaps,
-            method: self.protocol.percentile_method,
-            summation: self.protocol.summation,
-            std: self.protocol.std,
-        }
+        EvalContext::new(self.protocol, &self.dataset.gaps)
     }
 
     /// Value of metric `m` for any request of the dataset (failed ones too).
@@ -150,6 +144,17 @@ impl Rows for Analysis<'_> {
         } else if let Some(v) = self.value_of(r, metric) {
             out.push(v);
         }
+    }
+
+    fn pooled_ns(&self, i: usize, metric: usize, out: &mut Vec<f64>) -> bool {
+        let r = self.request(i);
+        let q = &self.protocol.metrics[metric].quantity;
+        if matches!(q, Quantity::Gaps) && !self.dataset.gaps.is_empty() {
+            out.extend(r.gaps(&self.dataset.gaps).iter().map(|&g| g as f64));
+        } else if let Some(v) = quantity::value_ns(r, q, &self.context()) {
+            out.push(v);
+        }
+        true
     }
 
     fn weight(&self, i: usize, metric: usize) -> f64 {
@@ -232,6 +237,7 @@ fn notes(protocol: &Protocol, dataset: &Dataset, counted: &[usize]) -> (u64, Vec
 
 /// Wall clock, counts and client health of the analyzed traces.
 fn run_context(
+    protocol: &Protocol,
     dataset: &Dataset,
     traces: &[u32],
     counted: &[usize],
@@ -243,18 +249,32 @@ fn run_context(
         let anchor = dataset.traces[r.trace as usize].header.anchor.realtime_ns;
         anchor.saturating_add(t)
     };
-    let all = counted.iter().chain(failed).map(|&i| &dataset.requests[i]);
-    let first = all.clone().map(|r| realtime(r, r.send_ns)).min();
-    let last = all.map(|r| realtime(r, r.end_ns)).max();
-    let measured_ms = match (first, last) {
-        (Some(a), Some(b)) if b > a => Some((b - a) as f64 / 1e6),
+    let clock = &protocol.wall_clock;
+    let spanned: &[usize] = match clock.requests {
+        WallClockRequests::All => failed,
+        WallClockRequests::Counted => &[],
+    };
+    let spans = counted
+        .iter()
+        .chain(spanned)
+        .map(|&i| &dataset.requests[i])
+        .filter_map(|r| {
+            let (from, to) = quantity::span_ns(r, clock)?;
+            Some((realtime(r, from), realtime(r, to)))
+        });
+    let first = spans.clone().map(|(from, _)| from).min();
+    let last = spans.map(|(_, to)| to).max();
+    let measured_ns = match (first, last) {
+        (Some(a), Some(b)) if b > a => Some(b - a),
         _ => None,
     };
     // An imported run keeps the window its tool divided throughputs by; use it when the run
-    // is one trace, so throughputs match the tool's own.
-    let wall_clock_ms = match traces {
-        [t] => imported_window_ms(&dataset.traces[*t as usize].manifest).or(measured_ms),
-        _ => measured_ms,
+    // is one trace, so throughputs match the tool's own, unless the protocol spans its own.
+    let wall_clock_ns = match traces {
+        [t] if clock.imported_window => {
+            imported_window_ns(&dataset.traces[*t as usize].manifest).or(measured_ns)
+        }
+        _ => measured_ns,
     };
     let mut client_health = Map::new();
     let mut health_flags = Vec::new();
@@ -286,7 +306,8 @@ fn run_context(
         );
     }
     RunContext {
-        wall_clock_ms,
+        wall_clock_ms: wall_clock_ns.map(|ns| ns as f64 / 1e6),
+        wall_clock_ns,
         completed: counted.len() as u64,
         failed: failed.len() as u64,
         client_health,
@@ -295,13 +316,13 @@ fn run_context(
     }
 }
 
-/// The measurement window an importer kept from the source tool, in ms (AIPerf's profiling
+/// The measurement window an importer kept from the source tool, in ns (AIPerf's profiling
 /// phase, vLLM's benchmark `duration`).
-fn imported_window_ms(manifest: &tokentrace_format::Manifest) -> Option<f64> {
+fn imported_window_ns(manifest: &tokentrace_format::Manifest) -> Option<u64> {
     manifest
         .window()
-        .filter(|w| w.duration_ns > 0)
-        .map(|w| w.duration_ns as f64 / 1e6)
+        .map(|w| w.duration_ns)
+        .filter(|&ns| ns > 0)
 }
 
 /// Flags a client whose own state may have disturbed the measurement.
@@ -339,9 +360,9 @@ mod tests {
             chunk(5_000, Channel::Content, 4, None),
             chunk(6_000, Channel::Finish, 0, None),
         ]);
-        r.id = id;
-        r.outcome = Outcome::MissingDone;
-        r.error = Some("stream ended after 3 events without [DONE]".into());
+        r.meta.id = id;
+        r.meta.outcome = Outcome::MissingDone;
+        r.meta.error = Some("stream ended after 3 events without [DONE]".into());
         r
     }
 
@@ -351,8 +372,8 @@ mod tests {
 
     fn ok(id: u64) -> RequestRecord {
         let mut r = without_done(id);
-        r.outcome = Outcome::Ok;
-        r.error = None;
+        r.meta.outcome = Outcome::Ok;
+        r.meta.error = None;
         r
     }
 

@@ -1,6 +1,6 @@
 //! Loads traces into per-request facts, one decoded block at a time.
 
-use crate::facts::{self, ChunkSlice, FactsOptions, RequestFacts, RequestHead};
+use crate::facts::{self, ChunkSlice, FactsOptions, RequestFacts};
 use std::path::{Path, PathBuf};
 use tokentrace_format::{DecodedBlock, FormatError, Header, Manifest, RunEnd, TraceReader};
 
@@ -180,26 +180,11 @@ impl Dataset {
     /// Folds every request of a decoded block into facts.
     pub fn add_block(&mut self, trace: u32, block: &DecodedBlock, options: FactsOptions) {
         let c = &block.chunks;
-        for meta in &block.requests {
-            let range = meta.chunk_range();
+        for request in &block.requests {
+            let range = request.chunk_range();
             if range.end > c.len() {
                 continue;
             }
-            let head = RequestHead {
-                id: meta.id,
-                phase: meta.phase,
-                trial: meta.trial,
-                intended_ns: meta.intended_ns,
-                send_ns: meta.send_ns,
-                headers_ns: meta.headers_ns,
-                end_ns: meta.end_ns,
-                http_status: meta.http_status,
-                outcome: meta.outcome,
-                error: meta.error.clone(),
-                usage: meta.usage,
-                planned_input_tokens: meta.planned_input_tokens,
-                retries: meta.retries,
-            };
             let slice = ChunkSlice {
                 arrival_ns: &c.arrival_ns[range.clone()],
                 channel: &c.channel[range.clone()],
@@ -207,7 +192,7 @@ impl Dataset {
                 tokens: &c.tokens[range],
             };
             let gaps = options.keep_gaps.then_some(&mut self.gaps);
-            let f = facts::summarize(trace, head, slice, options.rules(), gaps);
+            let f = facts::summarize(trace, &request.meta, slice, options.rules(), gaps);
             self.requests.push(f);
         }
     }

@@ -4,7 +4,7 @@
 //! [`RequestFacts`] and then dropped, so memory grows with requests, not chunks. The one
 //! exception is inter-chunk gaps, kept only when a protocol pools them ([`FactsOptions`]).
 
-use tokentrace_format::{Channel, Outcome, Phase, RequestRecord, Usage};
+use tokentrace_format::{Channel, Outcome, Phase, RequestMeta, RequestRecord, Usage};
 
 /// Whether a chunk is output: a delta that carried at least one byte of reasoning, content or
 /// tool-call text (a tool call's function name and arguments). Role announcements, usage-only
@@ -235,37 +235,6 @@ impl RequestFacts {
     }
 }
 
-/// The request-level fields of a request, without its chunks.
-#[derive(Debug, Clone)]
-pub struct RequestHead {
-    /// Request id.
-    pub id: u64,
-    /// Warmup or measured.
-    pub phase: Phase,
-    /// Trial number.
-    pub trial: u32,
-    /// Intended start.
-    pub intended_ns: u64,
-    /// Actual send.
-    pub send_ns: u64,
-    /// Response headers.
-    pub headers_ns: Option<u64>,
-    /// End.
-    pub end_ns: u64,
-    /// HTTP status.
-    pub http_status: u16,
-    /// Outcome class.
-    pub outcome: Outcome,
-    /// Error text.
-    pub error: Option<String>,
-    /// Usage.
-    pub usage: Usage,
-    /// Planned input tokens.
-    pub planned_input_tokens: Option<u32>,
-    /// Re-sends on a fresh connection after a closed keep-alive connection.
-    pub retries: u8,
-}
-
 /// Borrowed chunk columns of one request.
 #[derive(Debug, Clone, Copy)]
 pub struct ChunkSlice<'a> {
@@ -283,7 +252,7 @@ pub struct ChunkSlice<'a> {
 /// output), appending its gaps to `gaps` when given.
 pub fn summarize(
     trace: u32,
-    head: RequestHead,
+    head: &RequestMeta,
     chunks: ChunkSlice<'_>,
     rules: impl Into<ChunkRules>,
     gaps: Option<&mut Vec<u64>>,
@@ -324,7 +293,7 @@ pub fn summarize(
         error: if head.outcome == Outcome::Ok {
             None
         } else {
-            head.error
+            head.error.clone()
         },
     };
     let mut gaps = gaps;
@@ -403,28 +372,13 @@ pub fn summarize_record(
     let channel: Vec<Channel> = record.chunks.iter().map(|c| c.channel).collect();
     let text_len: Vec<u32> = record.chunks.iter().map(|c| c.text_len).collect();
     let tokens: Vec<Option<u32>> = record.chunks.iter().map(|c| c.tokens).collect();
-    let head = RequestHead {
-        id: record.id,
-        phase: record.phase,
-        trial: record.trial,
-        intended_ns: record.intended_ns,
-        send_ns: record.send_ns,
-        headers_ns: record.headers_ns,
-        end_ns: record.end_ns,
-        http_status: record.http_status,
-        outcome: record.outcome,
-        error: record.error.clone(),
-        usage: record.usage,
-        planned_input_tokens: record.planned_input_tokens,
-        retries: record.retries,
-    };
     let slice = ChunkSlice {
         arrival_ns: &arrival,
         channel: &channel,
         text_len: &text_len,
         tokens: &tokens,
     };
-    summarize(trace, head, slice, rules, gaps)
+    summarize(trace, &record.meta, slice, rules, gaps)
 }
 
 #[cfg(test)]
@@ -453,26 +407,28 @@ pub(crate) mod tests {
     /// A successful measured request sent at 1 µs, ended at 9 µs, carrying `chunks`.
     pub(crate) fn record(chunks: Vec<ChunkRecord>) -> RequestRecord {
         RequestRecord {
-            id: 7,
-            phase: Phase::Measured,
-            trial: 0,
-            intended_ns: 900,
-            send_ns: 1_000,
-            headers_ns: Some(1_500),
-            end_ns: 9_000,
-            http_status: 200,
-            outcome: Outcome::Ok,
-            error: None,
-            usage: Usage::default(),
-            finish_reason: None,
-            prompt_hash: 0,
-            prompt_bytes: 0,
-            output_hash: 0,
-            output_bytes: 0,
-            planned_input_tokens: None,
-            response_headers: vec![],
+            meta: RequestMeta {
+                id: 7,
+                phase: Phase::Measured,
+                trial: 0,
+                intended_ns: 900,
+                send_ns: 1_000,
+                headers_ns: Some(1_500),
+                end_ns: 9_000,
+                http_status: 200,
+                outcome: Outcome::Ok,
+                error: None,
+                usage: Usage::default(),
+                finish_reason: None,
+                prompt_hash: 0,
+                prompt_bytes: 0,
+                output_hash: 0,
+                output_bytes: 0,
+                planned_input_tokens: None,
+                response_headers: vec![],
+                retries: 0,
+            },
             chunks,
-            retries: 0,
         }
     }
 

@@ -3,7 +3,8 @@
 
 use crate::facts::{GapChunks, ToolCalls};
 use crate::protocol::{
-    Anchor, Count, MetricDef, Protocol, Quantity, ReportShape, Stat, TokenSource,
+    Anchor, Count, MetricDef, NegativeTimes, Protocol, Quantity, RateForm, ReportShape, Stat,
+    TimeStatistics, TokenSource, WallClock, WallClockRequests,
 };
 use crate::stats::StdKind;
 use tokentrace_format::Outcome;
@@ -108,12 +109,26 @@ pub fn describe_quantity(q: &Quantity, gaps: GapChunks, tools: ToolCalls) -> Str
             minus,
             from,
             to,
+            form: RateForm::CountPerSecond,
         } => format!(
             "{}{} per second from {} through {}",
             count_phrase(count, tools),
             minus_phrase(minus),
             anchor_phrase(from, tools),
             anchor_phrase(to, tools)
+        ),
+        Quantity::Rate {
+            count,
+            minus,
+            from,
+            to,
+            form: RateForm::ReciprocalPerUnit,
+        } => format!(
+            "the reciprocal of the time in seconds from {} through {} divided by {}{}, undefined when that time is not positive",
+            anchor_phrase(from, tools),
+            anchor_phrase(to, tools),
+            count_phrase(count, tools),
+            minus_phrase(minus)
         ),
         Quantity::Ratio { num, den } => {
             format!(
@@ -269,6 +284,42 @@ pub fn requests(protocol: &Protocol) -> String {
     text
 }
 
+/// The sentences of the arithmetic options a protocol sets away from their defaults
+/// (`time_statistics`, `negative_times`, `wall_clock`), so a protocol that sets none has none.
+pub fn arithmetic(protocol: &Protocol) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    if protocol.time_statistics == TimeStatistics::Ns {
+        out.push((
+            "time_statistics".into(),
+            "statistics of a time are taken of its nanosecond values, then each but the sample count is multiplied by 1e-6 for ms or 1e-9 for s; the wall clock in seconds is its nanosecond span times 1e-9".into(),
+        ));
+    }
+    if protocol.negative_times == NegativeTimes::Clamp {
+        out.push((
+            "negative_times".into(),
+            "a time whose end comes before its start is clamped to 0, and the request stays counted".into(),
+        ));
+    }
+    let clock = protocol.wall_clock;
+    if clock != WallClock::default() {
+        let tools = protocol.tool_calls;
+        let requests = match clock.requests {
+            WallClockRequests::All => "the requests of the counted phases (failed ones included)",
+            WallClockRequests::Counted => "the requests that enter the metrics",
+        };
+        let mut text = format!(
+            "the wall clock, which run-level rates divide by, runs from the minimum of {} through the maximum of {}, both taken over {requests}; a request that never reached one of them is left out",
+            anchor_phrase(clock.from, tools),
+            anchor_phrase(clock.to, tools)
+        );
+        if !clock.imported_window {
+            text.push_str("; an imported run's own window is not used");
+        }
+        out.push(("wall_clock".into(), text));
+    }
+    out
+}
+
 /// The whole `timing_methodology` as (key, sentence). The anvil layout lists only the
 /// metrics that carry a methodology key, plus clock and distributions, sorted by key.
 pub fn timing_methodology(protocol: &Protocol) -> Vec<(String, String)> {
@@ -290,6 +341,7 @@ pub fn timing_methodology(protocol: &Protocol) -> Vec<(String, String)> {
         out.push(("tool_calls".into(), tool_calls(protocol)));
         out.push(("requests".into(), requests(protocol)));
     }
+    out.extend(arithmetic(protocol));
     out.extend(protocol.notes.iter().cloned());
     if anvil {
         out.sort_by(|a, b| a.0.cmp(&b.0));

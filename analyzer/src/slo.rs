@@ -8,7 +8,6 @@
 
 use crate::analysis::Analysis;
 use crate::facts::RequestFacts;
-use crate::quantity;
 use crate::summary::{self, Rows};
 
 pub use crate::objective::{Comparison, Dimension, Slo, SloError, Unit};
@@ -27,14 +26,8 @@ impl Slo {
             return (None, false);
         };
         let p = analysis.protocol;
-        let values = summary::column(analysis as &dyn Rows, m);
-        let v = quantity::summarize(
-            values,
-            &[self.stat],
-            p.percentile_method,
-            p.summation,
-            p.std,
-        )[0];
+        let (values, scale) = summary::statistic_column(p, analysis as &dyn Rows, m);
+        let v = summary::column_statistics(p, values, scale, &[self.stat])[0];
         let met = match v {
             Some(v) => self.passes(v),
             None => {

@@ -4,7 +4,7 @@
 //! same code summarizes requests computed from a trace and values read back from a published
 //! report (which is how the capacity-v3 fixture is checked to the last bit).
 
-use crate::protocol::{Aggregate, Count, Protocol, Stat, TokenSource};
+use crate::protocol::{Aggregate, Count, Protocol, Stat, TimeStatistics, TokenSource};
 use crate::quantity;
 use crate::stats::PercentileMethod;
 use serde_json::{json, Map, Value};
@@ -25,6 +25,13 @@ pub trait Rows {
             out.push(v);
         }
     }
+    /// Every ns value metric `metric` pools for request `i`, for a time metric of a protocol
+    /// that takes statistics of ns values (`time_statistics = "ns"`, [`quantity::value_ns`]);
+    /// false when the rows know only values in the metric's unit, whose statistics are then
+    /// taken instead.
+    fn pooled_ns(&self, _i: usize, _metric: usize, _out: &mut Vec<f64>) -> bool {
+        false
+    }
     /// Weight of request `i`'s values of metric `metric` in weighted statistics.
     fn weight(&self, _i: usize, _metric: usize) -> f64 {
         1.0
@@ -42,8 +49,11 @@ pub trait Rows {
 /// Run-level facts the aggregates need beyond the rows.
 #[derive(Debug, Clone, Default)]
 pub struct RunContext {
-    /// Wall-clock span of the counted requests in ms (first send to last end).
+    /// Wall-clock span of the requests in ms (the protocol's `wall_clock`, first send to last
+    /// end unless it says otherwise, or an imported run's window).
     pub wall_clock_ms: Option<f64>,
+    /// The same span in ns, when known (`time_statistics = "ns"` converts it from these).
+    pub wall_clock_ns: Option<u64>,
     /// Successful counted requests.
     pub completed: u64,
     /// Failed requests in the counted phases.
@@ -81,6 +91,30 @@ pub fn notes_json(notes: &[Note]) -> Value {
     Value::Array(notes.iter().map(Note::to_json).collect())
 }
 
+impl RunContext {
+    /// The wall clock in seconds as `time` converts it: ns × 1e-9 under `ns` (as AIPerf
+    /// converts its benchmark duration), else ms / 1000.
+    pub fn span_s(&self, time: TimeStatistics) -> Option<f64> {
+        match (time, self.wall_clock_ns) {
+            (TimeStatistics::Ns, Some(ns)) => Some(ns as f64 * 1e-9),
+            _ => self.wall_clock_ms.map(|ms| ms / 1000.0),
+        }
+    }
+
+    /// The wall clock in ms as `time` converts it: ns × 1e-6 under `ns`, else as measured.
+    pub fn span_ms(&self, time: TimeStatistics) -> Option<f64> {
+        match (time, self.wall_clock_ns) {
+            (TimeStatistics::Ns, Some(ns)) => Some(ns as f64 * 1e-6),
+            _ => self.wall_clock_ms,
+        }
+    }
+
+    /// `x` per wall-clock second; None without a positive wall clock.
+    pub fn per_second(&self, time: TimeStatistics, x: f64) -> Option<f64> {
+        self.span_s(time).filter(|&s| s > 0.0).map(|s| x / s)
+    }
+}
+
 /// One metric's statistics, in the protocol's order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MetricSummary {
@@ -112,6 +146,87 @@ pub fn weighted_column(rows: &dyn Rows, m: usize) -> Vec<(f64, f64)> {
     pairs
 }
 
+/// The factor that brings a statistic of metric `m`'s ns values to its unit when `protocol`
+/// takes the statistics of times in ns (`time_statistics = "ns"`) and the metric is a time
+/// ([`quantity::ns_factor`]); None when its statistics are of its values in its unit.
+pub fn ns_scale(protocol: &Protocol, m: usize) -> Option<f64> {
+    match protocol.time_statistics {
+        TimeStatistics::Converted => None,
+        TimeStatistics::Ns => quantity::ns_factor(&protocol.metrics.get(m)?.quantity),
+    }
+}
+
+/// The values metric `m`'s statistics are taken of, over all rows in row order, and the
+/// factor that brings a statistic of them to the metric's unit: its ns values and
+/// [`ns_scale`] when that applies and the rows know them, else [`column`] and None.
+pub fn statistic_column(protocol: &Protocol, rows: &dyn Rows, m: usize) -> (Vec<f64>, Option<f64>) {
+    if let Some(scale) = ns_scale(protocol, m) {
+        let mut values = Vec::with_capacity(rows.len());
+        if (0..rows.len()).all(|i| rows.pooled_ns(i, m, &mut values)) {
+            return (values, Some(scale));
+        }
+    }
+    (column(rows, m), None)
+}
+
+/// As [`statistic_column`], with each value's weight (see [`weighted_column`]).
+fn statistic_pairs(
+    protocol: &Protocol,
+    rows: &dyn Rows,
+    m: usize,
+) -> (Vec<(f64, f64)>, Option<f64>) {
+    if let Some(scale) = ns_scale(protocol, m) {
+        let (mut values, mut pairs) = (Vec::new(), Vec::with_capacity(rows.len()));
+        let known = (0..rows.len()).all(|i| {
+            values.clear();
+            let known = rows.pooled_ns(i, m, &mut values);
+            let w = rows.weight(i, m);
+            pairs.extend(values.iter().map(|&v| (v, w)));
+            known
+        });
+        if known {
+            return (pairs, Some(scale));
+        }
+    }
+    (weighted_column(rows, m), None)
+}
+
+/// Multiplies every statistic but `samples` by `scale` (ns statistics to the metric's unit:
+/// AIPerf converts its results, not its values).
+pub fn scale_statistics(
+    mut values: Vec<Option<f64>>,
+    wanted: &[Stat],
+    scale: Option<f64>,
+) -> Vec<Option<f64>> {
+    if let Some(scale) = scale {
+        for (value, stat) in values.iter_mut().zip(wanted) {
+            if *stat != Stat::Samples {
+                *value = value.map(|v| v * scale);
+            }
+        }
+    }
+    values
+}
+
+/// `wanted` statistics of `values` (in request order, as [`statistic_column`] gives them)
+/// under `protocol`'s percentile method, summation and std, brought to the metric's unit by
+/// `scale`.
+pub fn column_statistics(
+    protocol: &Protocol,
+    values: Vec<f64>,
+    scale: Option<f64>,
+    wanted: &[Stat],
+) -> Vec<Option<f64>> {
+    let stats = quantity::summarize(
+        values,
+        wanted,
+        protocol.percentile_method,
+        protocol.summation,
+        protocol.std,
+    );
+    scale_statistics(stats, wanted, scale)
+}
+
 /// Statistics of every summarized metric of `protocol`.
 pub fn metrics(protocol: &Protocol, rows: &dyn Rows) -> Vec<MetricSummary> {
     protocol
@@ -122,15 +237,11 @@ pub fn metrics(protocol: &Protocol, rows: &dyn Rows) -> Vec<MetricSummary> {
         .map(|(m, def)| {
             let wanted = protocol.stats_of(def);
             let values = if protocol.percentile_method == PercentileMethod::CdfSearch {
-                quantity::summarize_weighted(weighted_column(rows, m), wanted)
+                let (pairs, scale) = statistic_pairs(protocol, rows, m);
+                scale_statistics(quantity::summarize_weighted(pairs, wanted), wanted, scale)
             } else {
-                quantity::summarize(
-                    column(rows, m),
-                    wanted,
-                    protocol.percentile_method,
-                    protocol.summation,
-                    protocol.std,
-                )
+                let (values, scale) = statistic_column(protocol, rows, m);
+                column_statistics(protocol, values, scale, wanted)
             };
             MetricSummary {
                 metric: m,
@@ -149,13 +260,8 @@ pub fn number(v: Option<f64>) -> Value {
 pub fn aggregates(protocol: &Protocol, rows: &dyn Rows, run: &RunContext) -> Vec<(String, Value)> {
     let n = rows.len();
     let total = |c: Count| -> u64 { (0..n).filter_map(|i| rows.count(i, c)).sum() };
-    let per_second = |x: f64| -> Value {
-        number(
-            run.wall_clock_ms
-                .filter(|&ms| ms > 0.0)
-                .map(|ms| x / (ms / 1000.0)),
-        )
-    };
+    let time = protocol.time_statistics;
+    let per_second = |x: f64| -> Value { number(run.per_second(time, x)) };
     protocol
         .aggregates
         .iter()
@@ -190,8 +296,8 @@ pub fn aggregates(protocol: &Protocol, rows: &dyn Rows, run: &RunContext) -> Vec
                         .collect();
                     number(crate::stats::mean(&ratios, protocol.summation))
                 }
-                Aggregate::WallClockMs => number(run.wall_clock_ms),
-                Aggregate::WallClockS => number(run.wall_clock_ms.map(|ms| ms / 1000.0)),
+                Aggregate::WallClockMs => number(run.span_ms(time)),
+                Aggregate::WallClockS => number(run.span_s(time)),
                 Aggregate::GoodputRate => {
                     let met: Vec<bool> = (0..n).filter_map(|i| rows.meets_slos(i)).collect();
                     if met.is_empty() {
@@ -231,4 +337,102 @@ fn token_sources(rows: &dyn Rows) -> Value {
             .map(|(s, n)| (s.name().to_string(), json!(n)))
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::builtin;
+
+    /// TTFT rows of a protocol whose first metric is a time: `ms` in its unit, `ns` (when
+    /// known) the same times in ns.
+    struct Times {
+        ms: Vec<f64>,
+        ns: Option<Vec<f64>>,
+    }
+
+    impl Rows for Times {
+        fn len(&self) -> usize {
+            self.ms.len()
+        }
+        fn value(&self, i: usize, _metric: usize) -> Option<f64> {
+            Some(self.ms[i])
+        }
+        fn pooled_ns(&self, i: usize, _metric: usize, out: &mut Vec<f64>) -> bool {
+            self.ns.as_ref().map(|ns| out.push(ns[i])).is_some()
+        }
+        fn count(&self, _i: usize, _count: Count) -> Option<u64> {
+            Some(1)
+        }
+        fn token_source(&self, _i: usize) -> Option<TokenSource> {
+            None
+        }
+    }
+
+    fn ttft(protocol: &Protocol, rows: &Times, wanted: &[Stat]) -> Vec<Option<f64>> {
+        let (values, scale) = statistic_column(protocol, rows, 0);
+        column_statistics(protocol, values, scale, wanted)
+    }
+
+    #[test]
+    fn ns_statistics_are_taken_of_ns_values_and_scaled_but_the_count() {
+        let ns = vec![51_123_869.0, 59_382_738.0, 63_714_350.0];
+        let rows = Times {
+            ms: ns.iter().map(|v| v / 1e6).collect(),
+            ns: Some(ns.clone()),
+        };
+        let p = builtin::find("aiperf-0.10").unwrap();
+        assert_eq!(p.metrics[0].name, "time_to_first_token");
+        let wanted = [Stat::Percentile(95.0), Stat::Mean, Stat::Samples];
+        let mean_ns = (ns[0] + ns[1] + ns[2]) / 3.0;
+        let p95_ns = crate::stats::percentile(&ns, 95.0, p.percentile_method).unwrap();
+        assert_eq!(
+            ttft(&p, &rows, &wanted),
+            [Some(p95_ns * 1e-6), Some(mean_ns * 1e-6), Some(3.0)],
+            "p95 and mean of the ns values, times 1e-6; the count as it is"
+        );
+        // Rows that know only ms values: their statistics, unscaled.
+        let ms_only = Times { ns: None, ..rows };
+        let converted = quantity::summarize(
+            ms_only.ms.clone(),
+            &wanted,
+            p.percentile_method,
+            p.summation,
+            p.std,
+        );
+        assert_eq!(ttft(&p, &ms_only, &wanted), converted);
+        // A protocol converting first never reads ns values.
+        let mut first = p.clone();
+        first.time_statistics = TimeStatistics::Converted;
+        assert_eq!(ns_scale(&first, 0), None);
+        assert_eq!(ns_scale(&p, 3), None, "per-user throughput is no time");
+    }
+
+    #[test]
+    fn the_wall_clock_is_converted_from_ns_under_ns_statistics() {
+        let run = RunContext {
+            wall_clock_ns: Some(3_683_411_306),
+            wall_clock_ms: Some(3_683_411_306.0 / 1e6),
+            ..RunContext::default()
+        };
+        assert_eq!(run.span_s(TimeStatistics::Ns), Some(3_683_411_306.0 * 1e-9));
+        assert_eq!(
+            run.span_s(TimeStatistics::Converted),
+            Some(3_683_411_306.0 / 1e6 / 1000.0)
+        );
+        assert_eq!(
+            run.per_second(TimeStatistics::Ns, 20.0),
+            Some(20.0 / (3_683_411_306.0 * 1e-9))
+        );
+        // Without the ns span (values read back from a report) the ms one is used.
+        let ms_only = RunContext {
+            wall_clock_ns: None,
+            ..run
+        };
+        assert_eq!(ms_only.span_ms(TimeStatistics::Ns), ms_only.wall_clock_ms);
+        assert_eq!(
+            RunContext::default().per_second(TimeStatistics::Ns, 1.0),
+            None
+        );
+    }
 }

@@ -62,36 +62,36 @@ impl Correctness {
         let mut prompts = HashSet::new();
         let mut outputs = HashSet::new();
         for record in records {
-            if !defs.is_success(record.outcome) {
+            if !defs.is_success(record.meta.outcome) {
                 c.errors += 1;
             }
-            if record.outcome == Outcome::MissingDone {
+            if record.meta.outcome == Outcome::MissingDone {
                 c.missing_done += 1;
             }
-            if record.outcome == Outcome::Cancelled {
+            if record.meta.outcome == Outcome::Cancelled {
                 c.cancelled = true;
             }
-            if record.phase == Phase::Warmup {
+            if record.meta.phase == Phase::Warmup {
                 c.warmup_records += 1;
-                warmup_prompts.insert(record.prompt_hash);
+                warmup_prompts.insert(record.meta.prompt_hash);
                 continue;
             }
             c.profiling_records += 1;
-            c.http_200 += u64::from(record.http_status == 200);
-            prompts.insert(record.prompt_hash);
-            outputs.insert(record.output_hash);
+            c.http_200 += u64::from(record.meta.http_status == 200);
+            prompts.insert(record.meta.prompt_hash);
+            outputs.insert(record.meta.output_hash);
             for chunk in &record.chunks {
                 if defs.is_generated(chunk) {
                     c.generated_chunks += 1;
                     c.generated_utf8_bytes += u64::from(chunk.text_len);
                 }
             }
-            let completion = record.usage.completion_tokens;
+            let completion = record.meta.usage.completion_tokens;
             c.completion_tokens_total += completion.map_or(0, u64::from);
             if completion != Some(configured_osl) {
                 c.output_length_mismatches += 1;
             }
-            let reason = record.finish_reason.as_deref().unwrap_or("none");
+            let reason = record.meta.finish_reason.as_deref().unwrap_or("none");
             *c.finish_reasons.entry(reason.to_string()).or_default() += 1;
         }
         c.unique_warmup_prompts = warmup_prompts.len() as u64;
@@ -210,14 +210,14 @@ mod tests {
             record(4, Phase::Measured, 100, &[10, 20], 2),
         ];
         // Request 3 repeats a warmup prompt and request 2's output; request 4 stops early.
-        records[3].prompt_hash = records[1].prompt_hash;
-        records[3].output_hash = records[2].output_hash;
-        records[4].finish_reason = Some("stop".into());
+        records[3].meta.prompt_hash = records[1].meta.prompt_hash;
+        records[3].meta.output_hash = records[2].meta.output_hash;
+        records[4].meta.finish_reason = Some("stop".into());
         let mut broken = record(5, Phase::Measured, 100, &[], 0);
-        broken.outcome = Outcome::StreamError;
-        broken.http_status = 200;
-        broken.usage.completion_tokens = None;
-        broken.finish_reason = None;
+        broken.meta.outcome = Outcome::StreamError;
+        broken.meta.http_status = 200;
+        broken.meta.usage.completion_tokens = None;
+        broken.meta.finish_reason = None;
         records.push(broken);
 
         let c = Correctness::of_trial(&records, 3, true, defs());
@@ -249,7 +249,7 @@ mod tests {
             record(2, Phase::Measured, 100, &[10, 20], 2),
         ];
         // Ended after its finish_reason without [DONE]: AIPerf reads to the end, a success.
-        records[1].outcome = Outcome::MissingDone;
+        records[1].meta.outcome = Outcome::MissingDone;
         records[1].chunks.retain(|c| c.channel != Channel::Done);
         let c = Correctness::of_trial(&records, 2, true, defs());
         assert_eq!((c.errors, c.missing_done), (0, 1));
@@ -261,7 +261,7 @@ mod tests {
         let clean = Correctness::of_trial(&records[..1], 2, true, defs());
         assert!(clean.trial_json().get("missing_done").is_none());
         // A cut stream is still an error.
-        records[1].outcome = Outcome::StreamError;
+        records[1].meta.outcome = Outcome::StreamError;
         assert_eq!(Correctness::of_trial(&records, 2, true, defs()).errors, 1);
     }
 

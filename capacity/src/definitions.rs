@@ -1,11 +1,12 @@
 //! The definitions the capacity report's per-trial block is computed under: the built-in
 //! `aiperf-0.10` protocol (AIPerf 0.10, the capacity fixture's version), read once.
 //!
-//! Everything the protocol data can say comes from it: which requests count, how chunks are
-//! read, where output tokens come from, the TTFT, request latency and ITL quantities, the
-//! statistics reported per metric and how they are taken. What it cannot say (statistics of
-//! ns values, negative times clamped, the window ending at the last output) stays in
-//! [`crate::metrics`], described on the protocol's page in docs/PROTOCOLS.md.
+//! Everything comes from it: which requests count, how chunks are read, where output tokens
+//! come from, the TTFT, request latency, ITL and per-user throughput quantities, the
+//! statistics reported per metric and how they are taken (in ns, then converted), what a
+//! negative time becomes and the span the throughputs divide by. [`crate::metrics`] evaluates
+//! them with the analyzer's functions, so the block and `analyze --protocol aiperf-0.10` are
+//! one arithmetic.
 //!
 //! It uses no module of the crate but [`crate::error`], so [`crate::metrics`], [`crate::slo`]
 //! and [`crate::judge`] all build on it without depending on one another in a circle.
@@ -14,10 +15,11 @@ use crate::error::CapacityError;
 use std::sync::OnceLock;
 use tokentrace_analyzer::facts::ChunkRules;
 use tokentrace_analyzer::protocol::{
-    builtin, Protocol, Quantity, RequestFilter, Stat, TokenSource,
+    builtin, Protocol, Quantity, RequestFilter, Stat, TokenSource, WallClock,
 };
-use tokentrace_analyzer::quantity;
+use tokentrace_analyzer::quantity::EvalContext;
 use tokentrace_analyzer::stats::{PercentileMethod, StdKind, Summation};
+use tokentrace_analyzer::summary;
 use tokentrace_format::{ChunkRecord, Outcome, RequestRecord};
 
 /// The built-in protocol the block follows.
@@ -60,8 +62,12 @@ pub struct AiperfDefinitions {
     pub request_latency: Quantity,
     /// First to last output per output token after the first.
     pub itl: Quantity,
+    /// Output tokens per second per user.
+    pub per_user_tps: Quantity,
     /// How statistics are taken.
     pub stats: StatSettings,
+    /// The span the throughputs and the benchmark duration divide by.
+    pub wall_clock: WallClock,
 }
 
 impl AiperfDefinitions {
@@ -81,13 +87,12 @@ impl AiperfDefinitions {
                 .map(|m| m.quantity.clone())
                 .ok_or_else(|| unknown(format!("no metric `{name}`")))
         };
-        // Per-user throughput is derived from ITL (below), but its statistics list is read
-        // from the protocol, so the metric must be there.
-        quantity(PER_USER_TPS)?;
         Ok(AiperfDefinitions {
             ttft: quantity(TTFT)?,
             request_latency: quantity(REQUEST_LATENCY)?,
             itl: quantity(ITL)?,
+            per_user_tps: quantity(PER_USER_TPS)?,
+            wall_clock: protocol.wall_clock,
             requests: protocol.requests.clone(),
             rules: protocol.chunk_rules(),
             token_sources: protocol.token_sources.clone(),
@@ -111,7 +116,7 @@ impl AiperfDefinitions {
 
     /// Whether a record enters the block: a counted phase and a successful outcome.
     pub fn counts(&self, record: &RequestRecord) -> bool {
-        self.requests.phases.contains(&record.phase) && self.is_success(record.outcome)
+        self.requests.phases.contains(&record.meta.phase) && self.is_success(record.meta.outcome)
     }
 
     /// Whether a request that ended with `outcome` succeeded under AIPerf's definitions (a
@@ -138,21 +143,34 @@ impl AiperfDefinitions {
             .collect()
     }
 
-    /// `wanted` statistics of per-request `values` (in record order) under the protocol's
-    /// settings.
-    pub fn statistics(&self, values: &[f64], wanted: &[Stat]) -> Vec<Option<f64>> {
-        quantity::summarize(
-            values.to_vec(),
-            wanted,
-            self.stats.percentile_method,
-            self.stats.summation,
-            self.stats.std,
-        )
+    /// How the protocol evaluates a request's quantities (token sources, negative times).
+    pub fn context(&self) -> EvalContext<'_> {
+        EvalContext::new(&self.protocol, &[])
     }
 
-    /// One statistic of per-request `values`; None when there are none.
-    pub fn statistic(&self, values: &[f64], stat: Stat) -> Option<f64> {
-        self.statistics(values, &[stat])[0]
+    /// The factor that brings a statistic of `metric`'s per-request values to its unit (1e-6
+    /// for a time whose values are ns, `time_statistics = "ns"`); None when the values are in
+    /// its unit.
+    pub fn scale_of(&self, metric: &str) -> Option<f64> {
+        let m = self
+            .protocol
+            .metrics
+            .iter()
+            .position(|m| m.name == metric)?;
+        summary::ns_scale(&self.protocol, m)
+    }
+
+    /// `wanted` statistics of `metric`'s per-request `values` (in record order, as
+    /// [`crate::metrics::TrialMetrics`] keeps them) under the protocol's settings, in the
+    /// metric's unit.
+    pub fn statistics(&self, metric: &str, values: &[f64], wanted: &[Stat]) -> Vec<Option<f64>> {
+        let scale = self.scale_of(metric);
+        summary::column_statistics(&self.protocol, values.to_vec(), scale, wanted)
+    }
+
+    /// One statistic of `metric`'s per-request `values`; None when there are none.
+    pub fn statistic(&self, metric: &str, values: &[f64], stat: Stat) -> Option<f64> {
+        self.statistics(metric, values, &[stat])[0]
     }
 }
 
@@ -163,7 +181,9 @@ fn unknown(why: String) -> CapacityError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokentrace_analyzer::protocol::{Anchor, Count};
+    use tokentrace_analyzer::protocol::{
+        Anchor, Count, NegativeTimes, RateForm, TimeStatistics, WallClockRequests,
+    };
 
     #[test]
     fn the_settings_are_the_aiperf_0_10_protocols() {
@@ -199,6 +219,31 @@ mod tests {
             |metric| -> Vec<String> { defs.reported(metric).into_iter().map(|(k, _)| k).collect() };
         assert_eq!(keys(TTFT), ["p50", "p95", "p99"]);
         assert_eq!(keys(PER_USER_TPS), ["avg", "p50", "p95"]);
+        // AIPerf's arithmetic: ns statistics converted after, negative times clamped, the
+        // window from the first send to the last output of a measured request, and per-user
+        // throughput as the reciprocal of ITL in seconds.
+        assert_eq!(defs.protocol.time_statistics, TimeStatistics::Ns);
+        assert_eq!(defs.context().negative_times, NegativeTimes::Clamp);
+        assert_eq!(
+            (defs.scale_of(TTFT), defs.scale_of(PER_USER_TPS)),
+            (Some(1e-6), None)
+        );
+        assert_eq!(
+            defs.wall_clock,
+            WallClock {
+                from: Anchor::Send,
+                to: Anchor::LastOutput,
+                requests: WallClockRequests::Counted,
+                imported_window: false,
+            }
+        );
+        assert!(matches!(
+            defs.per_user_tps,
+            Quantity::Rate {
+                form: RateForm::ReciprocalPerUnit,
+                ..
+            }
+        ));
     }
 
     #[test]
@@ -208,12 +253,30 @@ mod tests {
         let aiperf = builtin::find("aiperf").unwrap();
         assert_eq!(defs.requests, aiperf.requests);
         assert_eq!(defs.rules, aiperf.chunk_rules());
+        // The same quantities; 0.10 computes per-user throughput in another form (the
+        // reciprocal of ITL), equal but for rounding.
+        let same_form = |q: &Quantity| match q.clone() {
+            Quantity::Rate {
+                count,
+                minus,
+                from,
+                to,
+                ..
+            } => Quantity::Rate {
+                count,
+                minus,
+                from,
+                to,
+                form: RateForm::default(),
+            },
+            other => other,
+        };
         for name in [TTFT, REQUEST_LATENCY, ITL, PER_USER_TPS] {
             let ours = defs.protocol.metrics.iter().find(|m| m.name == name);
             let theirs = aiperf.metrics.iter().find(|m| m.name == name);
             assert_eq!(
-                ours.map(|m| &m.quantity),
-                theirs.map(|m| &m.quantity),
+                ours.map(|m| same_form(&m.quantity)),
+                theirs.map(|m| same_form(&m.quantity)),
                 "{name}"
             );
         }

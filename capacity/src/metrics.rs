@@ -3,32 +3,31 @@
 //!
 //! Per successful measured request, with times from the request's send, evaluated on the
 //! analyzer's per-request facts with the protocol's request filter, chunk rules, token sources
-//! and its `time_to_first_token`, `request_latency` and `inter_token_latency` quantities:
+//! and its `time_to_first_token`, `request_latency`, `inter_token_latency` and
+//! `output_token_throughput_per_user` quantities:
 //! - TTFT: the first non-empty reasoning or content delta;
 //! - request latency: the last non-empty reasoning or content delta (not the usage event or
 //!   `[DONE]` that may follow);
 //! - output sequence length: the server's `usage.completion_tokens` (AIPerf 0.10's
 //!   `server_token_count`), else the number of non-empty output deltas;
-//! - ITL: (latency - TTFT) / (OSL - 1), for OSL > 1; per-user throughput: 1 / ITL.
+//! - ITL: (latency - TTFT) / (OSL - 1), for OSL > 1; per-user throughput: 1 / ITL in seconds.
 //!
-//! The statistics each metric reports and how they are taken (numpy-linear percentiles,
-//! running-sum mean) are the protocol's. Three rules of AIPerf's arithmetic are not protocol
-//! data, so they are here, and on the protocol's page in docs/PROTOCOLS.md:
-//! - statistics of time metrics are taken on ns values, then multiplied by 1e-6 for ms, as
-//!   AIPerf keeps ns and converts only its results (bit-exact with its exports);
-//! - a negative time (impossible on one monotonic clock) is clamped to 0;
-//! - the benchmark duration runs from the first send to the last output of a successful
-//!   measured request (AIPerf's `max(start + request_latency) - min(start)`), and output
-//!   throughput = total OSL / duration, request throughput = successful requests / duration
-//!   (AIPerf 0.10 divides by the benchmark duration); per-user throughput is
-//!   `1 / (ITL ns * 1e-9)`.
+//! AIPerf's arithmetic is the protocol's too, each rule an option the analyzer honours
+//! (documented on the protocol's page in docs/PROTOCOLS.md): statistics of times taken of their
+//! ns values and converted after (`time_statistics`), negative times clamped to 0
+//! (`negative_times`), the benchmark duration from the first send to the last output of a
+//! measured request (`wall_clock`; output and request throughput divide by it, as AIPerf 0.10
+//! does) and per-user throughput as the reciprocal of ITL in seconds (the rate's `form`). The
+//! values are evaluated and summarized with the analyzer's own functions, so the block equals
+//! what `tokentrace analyze --protocol aiperf-0.10` reports for the same requests.
 
 use crate::definitions::{AiperfDefinitions, ITL, PER_USER_TPS, REQUEST_LATENCY, TTFT};
 use crate::error::CapacityError;
 use serde_json::{json, Map, Value};
-use tokentrace_analyzer::facts::summarize_record;
-use tokentrace_analyzer::protocol::{Count, Quantity};
+use tokentrace_analyzer::facts::{summarize_record, RequestFacts};
+use tokentrace_analyzer::protocol::{Count, Quantity, Stat, WallClockRequests};
 use tokentrace_analyzer::quantity;
+use tokentrace_analyzer::summary::RunContext;
 use tokentrace_format::RequestRecord;
 
 /// Smallest and largest of a set of token counts.
@@ -68,7 +67,8 @@ impl MinMax {
 pub struct TrialMetrics {
     /// The definitions the values were computed under (their statistics are taken under them).
     pub definitions: &'static AiperfDefinitions,
-    /// TTFT per successful request, ns (AIPerf keeps native units and converts statistics).
+    /// TTFT per successful request, in the unit its statistics are taken in: ns, as
+    /// `aiperf-0.10` takes the statistics of times (AIPerf keeps ns and converts statistics).
     pub ttft_ns: Vec<f64>,
     /// Request latency per successful request, ns.
     pub request_latency_ns: Vec<f64>,
@@ -80,7 +80,8 @@ pub struct TrialMetrics {
     pub output_tokens: u64,
     /// Successful measured requests.
     pub requests: u64,
-    /// First send to last output among the successful measured requests, seconds.
+    /// The protocol's wall clock (first send to last output among the successful measured
+    /// requests), seconds; 0 when no request spans it.
     pub duration_s: f64,
     /// Server-reported prompt tokens.
     pub server_prompt_tokens: MinMax,
@@ -92,25 +93,43 @@ pub struct TrialMetrics {
 /// [`TrialMetrics::values_of`]).
 pub const KEPT_METRICS: [&str; 4] = [TTFT, REQUEST_LATENCY, ITL, PER_USER_TPS];
 
-/// AIPerf converts ns statistics to ms by multiplying (bit-exact with its exports).
-pub const NS_TO_MS: f64 = 1e-6;
-
 impl TrialMetrics {
     /// Computes the metrics of the measured requests among `records`; fails only when the
     /// built-in `aiperf-0.10` protocol lacks a definition the block needs.
     pub fn from_records(records: &[RequestRecord]) -> Result<TrialMetrics, CapacityError> {
         let definitions = AiperfDefinitions::builtin()?;
         let mut m = TrialMetrics::empty(definitions);
+        let clock = &definitions.wall_clock;
         let mut window: Option<(u64, u64)> = None;
-        for record in records.iter().filter(|r| definitions.counts(r)) {
-            if let Some(last_output_ns) = m.add_request(definitions, record) {
-                let (start, end) = window.unwrap_or((record.send_ns, last_output_ns));
-                window = Some((start.min(record.send_ns), end.max(last_output_ns)));
+        for record in records {
+            let counted = definitions.counts(record);
+            // The analyzer's wall clock spans failed requests of the counted phases too,
+            // unless the protocol spans only the counted ones.
+            let spanned = counted
+                || (clock.requests == WallClockRequests::All
+                    && definitions.requests.phases.contains(&record.meta.phase));
+            if !spanned {
+                continue;
+            }
+            let facts = summarize_record(0, record, definitions.rules, None);
+            if counted {
+                m.add_request(definitions, &facts, record);
+            }
+            if let Some((from, to)) = quantity::span_ns(&facts, clock) {
+                let (start, end) = window.unwrap_or((from, to));
+                window = Some((start.min(from), end.max(to)));
             }
         }
-        if let Some((start, end)) = window {
-            m.duration_s = end.saturating_sub(start) as f64 * 1e-9;
-        }
+        // The block is one trial's records, with no imported window to prefer.
+        let wall_clock_ns = window.map(|(start, end)| end.saturating_sub(start));
+        let run = RunContext {
+            wall_clock_ns,
+            wall_clock_ms: wall_clock_ns.map(|ns| ns as f64 / 1e6),
+            ..RunContext::default()
+        };
+        m.duration_s = run
+            .span_s(definitions.protocol.time_statistics)
+            .unwrap_or(0.0);
         Ok(m)
     }
 
@@ -130,60 +149,74 @@ impl TrialMetrics {
         }
     }
 
-    /// Adds one request; returns the arrival of its last output, None when it had none.
-    fn add_request(&mut self, defs: &AiperfDefinitions, record: &RequestRecord) -> Option<u64> {
-        let facts = summarize_record(0, record, defs.rules, None);
-        let last = facts.last_output_ns?;
-        let sources = &defs.token_sources;
-        let osl = quantity::count(&facts, Count::OutputTokens, sources)?;
-        // A time before the send cannot happen on one monotonic clock (AIPerf's metrics raise
-        // on one); clamped to 0, the request stays measured.
-        let ns = |q: &Quantity| quantity::value_ns(&facts, q, sources).map(|v| v.max(0.0));
-        let ttft = ns(&defs.ttft)?;
-        let latency = ns(&defs.request_latency)?;
+    /// Adds one counted request; a request without a TTFT or a request latency (no output)
+    /// is not measured.
+    fn add_request(
+        &mut self,
+        defs: &AiperfDefinitions,
+        facts: &RequestFacts,
+        record: &RequestRecord,
+    ) {
+        let cx = defs.context();
+        // The value a statistic is taken of: ns for a time taken in ns, else the value in the
+        // metric's unit (as the analyzer's summary does).
+        let value = |metric: &str, q: &Quantity| match defs.scale_of(metric) {
+            Some(_) => quantity::value_ns(facts, q, &cx),
+            None => quantity::value(facts, q, &cx),
+        };
+        let (Some(ttft), Some(latency)) = (
+            value(TTFT, &defs.ttft),
+            value(REQUEST_LATENCY, &defs.request_latency),
+        ) else {
+            return;
+        };
+        let Some(osl) = quantity::count(facts, Count::OutputTokens, cx.sources) else {
+            return;
+        };
         self.requests += 1;
         self.output_tokens += osl;
         self.ttft_ns.push(ttft);
         self.request_latency_ns.push(latency);
-        if let Some(itl) = ns(&defs.itl) {
-            self.itl_ns.push(itl);
-            if itl > 0.0 {
-                self.per_user_tps.push(1.0 / (itl * 1e-9));
-            }
-        }
-        if let Some(p) = record.usage.prompt_tokens {
+        self.itl_ns.extend(value(ITL, &defs.itl));
+        self.per_user_tps
+            .extend(value(PER_USER_TPS, &defs.per_user_tps));
+        if let Some(p) = record.meta.usage.prompt_tokens {
             self.server_prompt_tokens.add(f64::from(p));
         }
-        if let Some(c) = record.usage.completion_tokens {
+        if let Some(c) = record.meta.usage.completion_tokens {
             self.server_completion_tokens.add(f64::from(c));
         }
-        Some(last)
     }
 
-    /// The per-request values of the protocol metric `name` and the factor that turns a
-    /// statistic of them into the metric's unit (ms for times); None for a metric the block
-    /// keeps no values of.
-    pub fn values_of(&self, name: &str) -> Option<(&[f64], f64)> {
+    /// The per-request values of the protocol metric `name`, in the unit its statistics are
+    /// taken in ([`AiperfDefinitions::statistics`] brings them to the metric's); None for a
+    /// metric the block keeps no values of.
+    pub fn values_of(&self, name: &str) -> Option<&[f64]> {
         Some(match name {
-            TTFT => (&self.ttft_ns, NS_TO_MS),
-            ITL => (&self.itl_ns, NS_TO_MS),
-            REQUEST_LATENCY => (&self.request_latency_ns, NS_TO_MS),
-            PER_USER_TPS => (&self.per_user_tps, 1.0),
+            TTFT => &self.ttft_ns,
+            ITL => &self.itl_ns,
+            REQUEST_LATENCY => &self.request_latency_ns,
+            PER_USER_TPS => &self.per_user_tps,
             _ => return None,
         })
     }
 
-    /// The protocol's statistics of metric `name`, under their keys, scaled to its unit.
+    /// `wanted` statistics of metric `name` in its unit; None for each when the block keeps
+    /// no values of it.
+    pub fn statistics(&self, name: &str, wanted: &[Stat]) -> Vec<Option<f64>> {
+        let values = self.values_of(name).unwrap_or(&[]);
+        self.definitions.statistics(name, values, wanted)
+    }
+
+    /// The protocol's statistics of metric `name`, under their keys, in its unit.
     fn statistics_json(&self, name: &str) -> Value {
-        let defs = self.definitions;
-        let (values, scale) = self.values_of(name).unwrap_or((&[], 1.0));
-        let reported = defs.reported(name);
+        let reported = self.definitions.reported(name);
         let wanted: Vec<_> = reported.iter().map(|&(_, stat)| stat).collect();
         let block: Map<String, Value> = reported
             .into_iter()
             .map(|(key, _)| key)
-            .zip(defs.statistics(values, &wanted))
-            .map(|(key, v)| (key, json!(v.map(|v| v * scale))))
+            .zip(self.statistics(name, &wanted))
+            .map(|(key, v)| (key, json!(v)))
             .collect();
         Value::Object(block)
     }
@@ -230,7 +263,7 @@ impl TrialMetrics {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use tokentrace_format::{Channel, ChunkRecord, Outcome, Phase, Usage};
+    use tokentrace_format::{Channel, ChunkRecord, Outcome, Phase, RequestMeta, Usage};
 
     /// A successful record: sent at `send`, output chunks at `arrivals` (ms from send), then a
     /// usage event and `[DONE]`, with the given usage.
@@ -251,31 +284,33 @@ pub(crate) mod tests {
         chunks.push(chunk(send_ns + (last + 1) * ms, Channel::Usage, 0));
         chunks.push(chunk(send_ns + (last + 2) * ms, Channel::Done, 0));
         RequestRecord {
-            id,
-            phase,
-            trial: 0,
-            intended_ns: send_ns,
-            send_ns,
-            headers_ns: Some(send_ns + ms / 4),
-            end_ns: send_ns + (last + 2) * ms,
-            http_status: 200,
-            outcome: Outcome::Ok,
-            error: None,
-            usage: Usage {
-                prompt_tokens: Some(100 + id as u32 % 3),
-                completion_tokens: Some(completion_tokens),
-                reasoning_tokens: None,
-                cached_tokens: None,
+            meta: RequestMeta {
+                id,
+                phase,
+                trial: 0,
+                intended_ns: send_ns,
+                send_ns,
+                headers_ns: Some(send_ns + ms / 4),
+                end_ns: send_ns + (last + 2) * ms,
+                http_status: 200,
+                outcome: Outcome::Ok,
+                error: None,
+                usage: Usage {
+                    prompt_tokens: Some(100 + id as u32 % 3),
+                    completion_tokens: Some(completion_tokens),
+                    reasoning_tokens: None,
+                    cached_tokens: None,
+                },
+                finish_reason: Some("length".into()),
+                prompt_hash: 1000 + id,
+                prompt_bytes: 400,
+                output_hash: 5000 + id,
+                output_bytes: 4 * arrivals_ms.len() as u32,
+                planned_input_tokens: Some(100),
+                response_headers: Vec::new(),
+                retries: 0,
             },
-            finish_reason: Some("length".into()),
-            prompt_hash: 1000 + id,
-            prompt_bytes: 400,
-            output_hash: 5000 + id,
-            output_bytes: 4 * arrivals_ms.len() as u32,
-            planned_input_tokens: Some(100),
-            response_headers: Vec::new(),
             chunks,
-            retries: 0,
         }
     }
 
@@ -326,8 +361,8 @@ pub(crate) mod tests {
     #[test]
     fn failed_requests_are_not_measured_and_empty_trials_have_nulls() {
         let mut failed = record(1, Phase::Measured, 0, &[100], 1);
-        failed.outcome = Outcome::HttpError;
-        failed.http_status = 503;
+        failed.meta.outcome = Outcome::HttpError;
+        failed.meta.http_status = 503;
         let m = TrialMetrics::from_records(&[failed]).unwrap();
         assert_eq!(m.requests, 0);
         let block = Value::Object(m.to_json());
@@ -352,7 +387,7 @@ pub(crate) mod tests {
             chunk.channel = Channel::Tool;
         }
         let mut no_done = record(2, Phase::Measured, 1000, &[100, 200, 300], 3);
-        no_done.outcome = Outcome::MissingDone;
+        no_done.meta.outcome = Outcome::MissingDone;
         no_done.chunks.retain(|c| c.channel != Channel::Done);
         let m = TrialMetrics::from_records(&[tools, no_done]).unwrap();
         assert_eq!(m.requests, 2);
@@ -365,10 +400,34 @@ pub(crate) mod tests {
     fn without_usage_osl_is_the_output_delta_count() {
         // Three output deltas, no usage: OSL 3, ITL (300 - 100) / 2 ms.
         let mut r = record(1, Phase::Measured, 0, &[100, 200, 300], 0);
-        r.usage.completion_tokens = None;
+        r.meta.usage.completion_tokens = None;
         let m = TrialMetrics::from_records(&[r]).unwrap();
         assert_eq!(m.output_tokens, 3);
         assert_eq!(m.itl_ns, vec![100e6]);
         assert_eq!(m.server_completion_tokens, MinMax::default());
+    }
+
+    #[test]
+    fn a_negative_time_is_zero_and_the_window_ends_at_the_last_output() {
+        // The first output stamped 1 µs before the send (`negative_times = "clamp"`): TTFT 0,
+        // the request still measured; ITL from it to the last output at 200 ms.
+        let mut early = record(1, Phase::Measured, 1000, &[100, 200], 2);
+        let send_ns = early.meta.send_ns;
+        if let Some(first) = early
+            .chunks
+            .iter_mut()
+            .find(|c| c.channel == Channel::Content)
+        {
+            first.arrival_ns = send_ns - 1_000;
+        }
+        // A failed request of the same phase ends later, outside the window.
+        let mut failed = record(2, Phase::Measured, 1100, &[500], 1);
+        failed.meta.outcome = Outcome::HttpError;
+        let m = TrialMetrics::from_records(&[early, failed]).unwrap();
+        assert_eq!(m.ttft_ns, vec![0.0]);
+        assert_eq!(m.itl_ns, vec![200e6 + 1e3]);
+        assert_eq!(m.per_user_tps, vec![1.0 / ((200e6 + 1e3) * 1e-9)]);
+        // `wall_clock`: first send (1000 ms) to the last output (1200 ms) of the measured one.
+        assert_eq!(m.duration_s, 200e6 * 1e-9);
     }
 }

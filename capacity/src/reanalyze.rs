@@ -292,8 +292,8 @@ mod tests {
         let dir = tmp.path();
         save_manifest(dir);
         let without_done = |r: &mut RequestRecord| {
-            if r.id == 2 {
-                r.outcome = Outcome::MissingDone;
+            if r.meta.id == 2 {
+                r.meta.outcome = Outcome::MissingDone;
                 r.chunks.retain(|c| c.channel != Channel::Done);
             }
         };

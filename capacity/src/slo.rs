@@ -43,9 +43,8 @@ impl TrialSlo {
 
     /// The statistic's value in a trial, None when the trial has no value to take it of.
     pub fn observe(&self, metrics: &TrialMetrics) -> Option<f64> {
-        let (values, scale) = metrics.values_of(&self.0.metric)?;
-        let statistic = metrics.definitions.statistic(values, self.0.stat)?;
-        Some(statistic * scale)
+        metrics.values_of(&self.0.metric)?;
+        metrics.statistics(&self.0.metric, &[self.0.stat])[0]
     }
 
     /// Whether the trial meets the objective. A trial with nothing to measure fails.

@@ -1,57 +1,21 @@
 //! The columnar, in-memory view of one decoded block: request metadata in one vector and every
 //! chunk field in its own vector, so analysis walks flat arrays instead of per-chunk structs.
 
-use crate::types::{Channel, ChunkRecord, Outcome, Phase, RequestRecord, Usage};
+use crate::types::{Channel, ChunkRecord, RequestMeta, RequestRecord};
 
-/// Every [`RequestRecord`] field except `chunks`, plus where its chunks are in
+/// A request of a decoded block: its [`RequestMeta`] and where its chunks are in the block's
 /// [`ChunkColumns`] (`chunk_start .. chunk_start + chunk_len`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RequestMeta {
-    /// See [`RequestRecord::id`].
-    pub id: u64,
-    /// See [`RequestRecord::phase`].
-    pub phase: Phase,
-    /// See [`RequestRecord::trial`].
-    pub trial: u32,
-    /// See [`RequestRecord::intended_ns`].
-    pub intended_ns: u64,
-    /// See [`RequestRecord::send_ns`].
-    pub send_ns: u64,
-    /// See [`RequestRecord::headers_ns`].
-    pub headers_ns: Option<u64>,
-    /// See [`RequestRecord::end_ns`].
-    pub end_ns: u64,
-    /// See [`RequestRecord::http_status`].
-    pub http_status: u16,
-    /// See [`RequestRecord::outcome`].
-    pub outcome: Outcome,
-    /// See [`RequestRecord::error`].
-    pub error: Option<String>,
-    /// See [`RequestRecord::usage`].
-    pub usage: Usage,
-    /// See [`RequestRecord::finish_reason`].
-    pub finish_reason: Option<String>,
-    /// See [`RequestRecord::prompt_hash`].
-    pub prompt_hash: u64,
-    /// See [`RequestRecord::prompt_bytes`].
-    pub prompt_bytes: u32,
-    /// See [`RequestRecord::output_hash`].
-    pub output_hash: u64,
-    /// See [`RequestRecord::output_bytes`].
-    pub output_bytes: u32,
-    /// See [`RequestRecord::planned_input_tokens`].
-    pub planned_input_tokens: Option<u32>,
-    /// See [`RequestRecord::response_headers`].
-    pub response_headers: Vec<(String, String)>,
-    /// See [`RequestRecord::retries`].
-    pub retries: u8,
+pub struct BlockRequest {
+    /// The request's facts.
+    pub meta: RequestMeta,
     /// Index of the request's first chunk in the block's [`ChunkColumns`].
     pub chunk_start: usize,
     /// Number of chunks the request has.
     pub chunk_len: usize,
 }
 
-impl RequestMeta {
+impl BlockRequest {
     /// The range of this request's chunks in the block's [`ChunkColumns`].
     pub fn chunk_range(&self) -> std::ops::Range<usize> {
         self.chunk_start..self.chunk_start + self.chunk_len
@@ -118,7 +82,7 @@ impl ChunkColumns {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DecodedBlock {
     /// The block's requests, in the order they were written.
-    pub requests: Vec<RequestMeta>,
+    pub requests: Vec<BlockRequest>,
     /// Every chunk of every request, request by request.
     pub chunks: ChunkColumns,
     /// Checkpoints of requests that were still streaming when the block was written (format
@@ -140,28 +104,13 @@ pub struct CheckpointSection {
 impl DecodedBlock {
     /// Materializes request `i` with its chunks (panics if out of range, like slice indexing).
     pub fn record(&self, i: usize) -> RequestRecord {
-        let meta = &self.requests[i];
+        let request = &self.requests[i];
         RequestRecord {
-            id: meta.id,
-            phase: meta.phase,
-            trial: meta.trial,
-            intended_ns: meta.intended_ns,
-            send_ns: meta.send_ns,
-            headers_ns: meta.headers_ns,
-            end_ns: meta.end_ns,
-            http_status: meta.http_status,
-            outcome: meta.outcome,
-            error: meta.error.clone(),
-            usage: meta.usage,
-            finish_reason: meta.finish_reason.clone(),
-            prompt_hash: meta.prompt_hash,
-            prompt_bytes: meta.prompt_bytes,
-            output_hash: meta.output_hash,
-            output_bytes: meta.output_bytes,
-            planned_input_tokens: meta.planned_input_tokens,
-            response_headers: meta.response_headers.clone(),
-            retries: meta.retries,
-            chunks: meta.chunk_range().map(|c| self.chunks.chunk(c)).collect(),
+            meta: request.meta.clone(),
+            chunks: request
+                .chunk_range()
+                .map(|c| self.chunks.chunk(c))
+                .collect(),
         }
     }
 
@@ -181,26 +130,8 @@ impl DecodedBlock {
                 cols.tokens.push(c.tokens);
                 cols.text.push(c.text.clone());
             }
-            block.requests.push(RequestMeta {
-                id: r.id,
-                phase: r.phase,
-                trial: r.trial,
-                intended_ns: r.intended_ns,
-                send_ns: r.send_ns,
-                headers_ns: r.headers_ns,
-                end_ns: r.end_ns,
-                http_status: r.http_status,
-                outcome: r.outcome,
-                error: r.error.clone(),
-                usage: r.usage,
-                finish_reason: r.finish_reason.clone(),
-                prompt_hash: r.prompt_hash,
-                prompt_bytes: r.prompt_bytes,
-                output_hash: r.output_hash,
-                output_bytes: r.output_bytes,
-                planned_input_tokens: r.planned_input_tokens,
-                response_headers: r.response_headers.clone(),
-                retries: r.retries,
+            block.requests.push(BlockRequest {
+                meta: r.meta.clone(),
                 chunk_start,
                 chunk_len: r.chunks.len(),
             });

@@ -46,20 +46,21 @@ impl Interrupted {
         if self.open.is_empty() {
             return;
         }
-        for meta in &block.requests {
-            self.open.remove(&meta.id);
+        for request in &block.requests {
+            self.open.remove(&request.meta.id);
         }
     }
 
     fn add_checkpoint(&mut self, mut record: RequestRecord, offset: u64) {
-        record.outcome = Outcome::Interrupted;
-        let Some(partial) = self.open.get_mut(&record.id) else {
-            self.first_seen.push(record.id);
+        record.meta.outcome = Outcome::Interrupted;
+        let Some(partial) = self.open.get_mut(&record.meta.id) else {
+            self.first_seen.push(record.meta.id);
             let gap_after = (offset > 0).then_some(0);
             if offset > 0 {
                 record.chunks.clear();
             }
-            self.open.insert(record.id, Partial { record, gap_after });
+            self.open
+                .insert(record.meta.id, Partial { record, gap_after });
             return;
         };
         let mut chunks = std::mem::take(&mut partial.record.chunks);
@@ -97,7 +98,7 @@ impl Interrupted {
                      chunks only (a later part was in a damaged block)"
                 ),
             };
-            record.error = Some(note);
+            record.meta.error = Some(note);
             out.push(record);
         }
         out
@@ -127,7 +128,7 @@ mod tests {
             .windows(2)
             .map(|w| {
                 let mut r = record.clone();
-                r.outcome = Outcome::Interrupted;
+                r.meta.outcome = Outcome::Interrupted;
                 r.chunks = record.chunks[w[0]..w[1]].to_vec();
                 Checkpoint {
                     record: r,
@@ -146,9 +147,9 @@ mod tests {
         merge.add_block(&block(&records[1..2], &parts[1..]));
         let out = merge.finish();
         assert_eq!(out.len(), 1);
-        assert_eq!(out[0].outcome, Outcome::Interrupted);
+        assert_eq!(out[0].meta.outcome, Outcome::Interrupted);
         assert_eq!(out[0].chunks, records[0].chunks);
-        assert!(out[0].error.as_deref().unwrap().contains("9 chunks"));
+        assert!(out[0].meta.error.as_deref().unwrap().contains("9 chunks"));
     }
 
     #[test]
@@ -170,7 +171,12 @@ mod tests {
         merge.add_block(&block(&[], &parts[2..]));
         let out = merge.finish();
         assert_eq!(out[0].chunks, records[0].chunks[..3]);
-        assert!(out[0].error.as_deref().unwrap().contains("first 3 chunks"));
+        assert!(out[0]
+            .meta
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("first 3 chunks"));
     }
 
     #[test]
@@ -182,6 +188,6 @@ mod tests {
         let section: &CheckpointSection = decoded.checkpoints.as_deref().unwrap();
         assert_eq!(section.chunk_offset, vec![0, 1]);
         assert_eq!(section.block.record(1).chunks, records[1].chunks[1..]);
-        assert_eq!(section.block.record(1).outcome, Outcome::Interrupted);
+        assert_eq!(section.block.record(1).meta.outcome, Outcome::Interrupted);
     }
 }

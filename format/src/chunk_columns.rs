@@ -3,7 +3,7 @@
 //! per second), so it is written by hand against the byte spec instead of going through a
 //! generic decoder, and it fills existing vectors so that a reader can reuse their memory.
 
-use crate::block::{ChunkColumns, RequestMeta};
+use crate::block::{BlockRequest, ChunkColumns};
 use crate::types::Channel;
 
 /// Why a column could not be read; turned into a message with the column name by the caller.
@@ -126,14 +126,14 @@ impl ByteReader<'_> {
 /// checked against the requests' chunk counts and the bytes left) into `out`.
 pub(crate) fn read_chunk_columns(
     rd: &mut ByteReader<'_>,
-    requests: &[RequestMeta],
+    requests: &[BlockRequest],
     m: usize,
     out: &mut ChunkColumns,
 ) -> Result<(), String> {
     out.arrival_ns.clear();
     out.arrival_ns.reserve(m);
     for r in requests {
-        let mut at = r.send_ns;
+        let mut at = r.meta.send_ns;
         for _ in 0..r.chunk_len {
             at = at.wrapping_add(rd.zvarint().map_err(|b| b.describe("arrival"))? as u64);
             out.arrival_ns.push(at);

@@ -8,9 +8,9 @@
 //! the previous chunk of its request (the first chunk: to the request's send time). Deltas use
 //! wrapping arithmetic reinterpreted as i64, so every u64 round-trips exactly.
 
-use crate::block::{CheckpointSection, DecodedBlock, RequestMeta};
+use crate::block::{BlockRequest, CheckpointSection, DecodedBlock};
 use crate::chunk_columns::{read_chunk_columns, ByteReader};
-use crate::types::{Checkpoint, Outcome, Phase, RequestRecord, Usage};
+use crate::types::{Checkpoint, Outcome, Phase, RequestMeta, RequestRecord, Usage};
 use bincode::config::{self, Configuration};
 use bincode::{Decode, Encode};
 
@@ -138,51 +138,60 @@ where
     let mut ids = Vec::with_capacity(n);
     let mut intended = Vec::with_capacity(n);
     for r in &requests {
-        ids.push(delta(prev_id, r.id));
-        intended.push(delta(prev_intended, r.intended_ns));
-        prev_id = r.id;
-        prev_intended = r.intended_ns;
+        ids.push(delta(prev_id, r.meta.id));
+        intended.push(delta(prev_intended, r.meta.intended_ns));
+        prev_id = r.meta.id;
+        prev_intended = r.meta.intended_ns;
     }
     put(out, &ids)?;
     put(
         out,
-        &requests.iter().map(|r| r.phase as u8).collect::<Vec<u8>>(),
+        &requests
+            .iter()
+            .map(|r| r.meta.phase as u8)
+            .collect::<Vec<u8>>(),
     )?;
-    put(out, &requests.iter().map(|r| r.trial).collect::<Vec<u32>>())?;
+    put(
+        out,
+        &requests.iter().map(|r| r.meta.trial).collect::<Vec<u32>>(),
+    )?;
     put(out, &intended)?;
     let send: Vec<i64> = requests
         .iter()
-        .map(|r| delta(r.intended_ns, r.send_ns))
+        .map(|r| delta(r.meta.intended_ns, r.meta.send_ns))
         .collect();
     put(out, &send)?;
     let headers: Vec<Option<i64>> = requests
         .iter()
-        .map(|r| r.headers_ns.map(|h| delta(r.send_ns, h)))
+        .map(|r| r.meta.headers_ns.map(|h| delta(r.meta.send_ns, h)))
         .collect();
     put(out, &headers)?;
     put(
         out,
         &requests
             .iter()
-            .map(|r| delta(r.send_ns, r.end_ns))
+            .map(|r| delta(r.meta.send_ns, r.meta.end_ns))
             .collect::<Vec<i64>>(),
-    )?;
-    put(
-        out,
-        &requests.iter().map(|r| r.http_status).collect::<Vec<u16>>(),
     )?;
     put(
         out,
         &requests
             .iter()
-            .map(|r| r.outcome.legacy_code())
+            .map(|r| r.meta.http_status)
+            .collect::<Vec<u16>>(),
+    )?;
+    put(
+        out,
+        &requests
+            .iter()
+            .map(|r| r.meta.outcome.legacy_code())
             .collect::<Vec<u8>>(),
     )?;
     put(
         out,
         &requests
             .iter()
-            .map(|r| r.error.as_deref())
+            .map(|r| r.meta.error.as_deref())
             .collect::<Vec<_>>(),
     )?;
     let usage_columns: [fn(&Usage) -> Option<u32>; 4] = [
@@ -196,7 +205,7 @@ where
             out,
             &requests
                 .iter()
-                .map(|r| column(&r.usage))
+                .map(|r| column(&r.meta.usage))
                 .collect::<Vec<_>>(),
         )?;
     }
@@ -204,41 +213,47 @@ where
         out,
         &requests
             .iter()
-            .map(|r| r.finish_reason.as_deref())
+            .map(|r| r.meta.finish_reason.as_deref())
             .collect::<Vec<_>>(),
     )?;
     put(
         out,
-        &requests.iter().map(|r| r.prompt_hash).collect::<Vec<u64>>(),
+        &requests
+            .iter()
+            .map(|r| r.meta.prompt_hash)
+            .collect::<Vec<u64>>(),
     )?;
     put(
         out,
         &requests
             .iter()
-            .map(|r| r.prompt_bytes)
-            .collect::<Vec<u32>>(),
-    )?;
-    put(
-        out,
-        &requests.iter().map(|r| r.output_hash).collect::<Vec<u64>>(),
-    )?;
-    put(
-        out,
-        &requests
-            .iter()
-            .map(|r| r.output_bytes)
+            .map(|r| r.meta.prompt_bytes)
             .collect::<Vec<u32>>(),
     )?;
     put(
         out,
         &requests
             .iter()
-            .map(|r| r.planned_input_tokens)
+            .map(|r| r.meta.output_hash)
+            .collect::<Vec<u64>>(),
+    )?;
+    put(
+        out,
+        &requests
+            .iter()
+            .map(|r| r.meta.output_bytes)
+            .collect::<Vec<u32>>(),
+    )?;
+    put(
+        out,
+        &requests
+            .iter()
+            .map(|r| r.meta.planned_input_tokens)
             .collect::<Vec<_>>(),
     )?;
     let headers_lists: Vec<&[(String, String)]> = requests
         .iter()
-        .map(|r| r.response_headers.as_slice())
+        .map(|r| r.meta.response_headers.as_slice())
         .collect();
     put(out, &headers_lists)?;
     let counts: Vec<u64> = requests.iter().map(|r| r.chunks.len() as u64).collect();
@@ -247,7 +262,7 @@ where
     let mut arrival = Vec::with_capacity(m);
     let mut read = Vec::with_capacity(m);
     for r in &requests {
-        let mut prev_arrival = r.send_ns;
+        let mut prev_arrival = r.meta.send_ns;
         let mut prev_read = 0u32;
         for c in &r.chunks {
             arrival.push(delta(prev_arrival, c.arrival_ns));
@@ -273,7 +288,7 @@ where
     // Minor 1 appends columns after the chunk columns, where a 1.0 reader stops reading.
     put(
         out,
-        &requests.iter().map(|r| r.retries).collect::<Vec<u8>>(),
+        &requests.iter().map(|r| r.meta.retries).collect::<Vec<u8>>(),
     )?;
     // Minor 2: the outcome a 1.1 reader cannot name, where column 9 holds its nearest class.
     put(
@@ -281,8 +296,8 @@ where
         &requests
             .iter()
             .map(|r| {
-                let code = r.outcome as u8;
-                if code == r.outcome.legacy_code() {
+                let code = r.meta.outcome as u8;
+                if code == r.meta.outcome.legacy_code() {
                     0
                 } else {
                     code
@@ -395,31 +410,33 @@ fn decode_records(data: &[u8], out: &mut DecodedBlock) -> Result<usize, String> 
             .ok_or_else(|| format!("request {i}: outcome code {}", outcome[i]))?;
         // `total == m` was checked above, so every count fits in usize and in the columns.
         let chunk_len = counts[i] as usize;
-        requests.push(RequestMeta {
-            id,
-            phase,
-            trial: trial[i],
-            intended_ns,
-            send_ns,
-            headers_ns: headers[i].map(|d| undelta(send_ns, d)),
-            end_ns: undelta(send_ns, end[i]),
-            http_status: http_status[i],
-            outcome,
-            error: error[i].take(),
-            usage: Usage {
-                prompt_tokens: prompt_tokens[i],
-                completion_tokens: completion_tokens[i],
-                reasoning_tokens: reasoning_tokens[i],
-                cached_tokens: cached_tokens[i],
+        requests.push(BlockRequest {
+            meta: RequestMeta {
+                id,
+                phase,
+                trial: trial[i],
+                intended_ns,
+                send_ns,
+                headers_ns: headers[i].map(|d| undelta(send_ns, d)),
+                end_ns: undelta(send_ns, end[i]),
+                http_status: http_status[i],
+                outcome,
+                error: error[i].take(),
+                usage: Usage {
+                    prompt_tokens: prompt_tokens[i],
+                    completion_tokens: completion_tokens[i],
+                    reasoning_tokens: reasoning_tokens[i],
+                    cached_tokens: cached_tokens[i],
+                },
+                finish_reason: finish[i].take(),
+                prompt_hash: prompt_hash[i],
+                prompt_bytes: prompt_bytes[i],
+                output_hash: output_hash[i],
+                output_bytes: output_bytes[i],
+                planned_input_tokens: planned[i],
+                response_headers: std::mem::take(&mut response_headers[i]),
+                retries: 0,
             },
-            finish_reason: finish[i].take(),
-            prompt_hash: prompt_hash[i],
-            prompt_bytes: prompt_bytes[i],
-            output_hash: output_hash[i],
-            output_bytes: output_bytes[i],
-            planned_input_tokens: planned[i],
-            response_headers: std::mem::take(&mut response_headers[i]),
-            retries: 0,
             chunk_start,
             chunk_len,
         });
@@ -437,7 +454,7 @@ fn decode_records(data: &[u8], out: &mut DecodedBlock) -> Result<usize, String> 
     if rd.pos < data.len() {
         let retries: Vec<u8> = rd.take_n("retries", n)?;
         for (request, retries) in requests.iter_mut().zip(retries) {
-            request.retries = retries;
+            request.meta.retries = retries;
         }
     }
     // Column of minor 2: outcomes a 1.1 reader cannot name.
@@ -448,13 +465,15 @@ fn decode_records(data: &[u8], out: &mut DecodedBlock) -> Result<usize, String> 
                 continue;
             }
             match Outcome::from_code(code) {
-                Some(o) if o.legacy_code() == request.outcome as u8 && code != o.legacy_code() => {
-                    request.outcome = o
+                Some(o)
+                    if o.legacy_code() == request.meta.outcome as u8 && code != o.legacy_code() =>
+                {
+                    request.meta.outcome = o
                 }
                 _ => {
                     return Err(format!(
                         "request {i}: outcome detail {code} with outcome code {}",
-                        request.outcome as u8
+                        request.meta.outcome as u8
                     ))
                 }
             }
@@ -517,8 +536,8 @@ mod tests {
     #[test]
     fn every_truncation_of_a_payload_is_an_error() {
         let mut records = crate::synthetic::requests(3, 3, 5, true);
-        records[1].retries = 1;
-        records[2].outcome = Outcome::Redirect;
+        records[1].meta.retries = 1;
+        records[2].meta.outcome = Outcome::Redirect;
         let raw = encode_block(&records, &[]).unwrap();
         let block = decode_block(&raw).unwrap();
         assert_eq!(block.records(), records);
@@ -530,11 +549,11 @@ mod tests {
         for cut in 0..raw.len() {
             if cut == minor_1 || cut == minor_2 {
                 let old = decode_block(&raw[..cut]).unwrap();
-                assert_eq!(old.requests[1].retries, u8::from(cut == minor_2));
-                assert_eq!(old.requests[2].outcome, Outcome::HttpError);
+                assert_eq!(old.requests[1].meta.retries, u8::from(cut == minor_2));
+                assert_eq!(old.requests[2].meta.outcome, Outcome::HttpError);
             } else if cut == minor_2 + (1 + n) {
                 let old = decode_block(&raw[..cut]).unwrap();
-                assert_eq!(old.requests[2].outcome, Outcome::Redirect);
+                assert_eq!(old.requests[2].meta.outcome, Outcome::Redirect);
             } else {
                 assert!(decode_block(&raw[..cut]).is_err(), "cut {cut}");
             }
@@ -544,7 +563,7 @@ mod tests {
     #[test]
     fn an_outcome_detail_must_match_its_legacy_class() {
         let mut records = crate::synthetic::requests(1, 1, 5, false);
-        records[0].outcome = Outcome::NotEventStream;
+        records[0].meta.outcome = Outcome::NotEventStream;
         let mut raw = encode_block(&records, &[]).unwrap();
         // Column 31 is the two bytes before the empty section: `01 0b`.
         let at = raw.len() - 2;
@@ -557,7 +576,7 @@ mod tests {
         );
         raw[at] = Outcome::Ok as u8;
         assert_eq!(
-            decode_block(&raw).unwrap().requests[0].outcome,
+            decode_block(&raw).unwrap().requests[0].meta.outcome,
             Outcome::Malformed
         );
     }

@@ -22,7 +22,7 @@ pub mod synthetic;
 pub mod types;
 pub mod writer;
 
-pub use block::{CheckpointSection, ChunkColumns, DecodedBlock, RequestMeta};
+pub use block::{BlockRequest, CheckpointSection, ChunkColumns, DecodedBlock};
 pub use clock::{mono_now_ns, realtime_now_ns};
 pub use error::FormatError;
 pub use imported::{ClientTokenCounts, MeasurementWindow, RequestTokenCounts};

@@ -65,7 +65,7 @@ pub fn redact_record(record: &mut RequestRecord, options: RedactOptions, stats: 
             stats.texts_removed += 1;
         }
     }
-    for (name, value) in &mut record.response_headers {
+    for (name, value) in &mut record.meta.response_headers {
         let kept = KEPT_HEADER_VALUES
             .iter()
             .any(|k| name.eq_ignore_ascii_case(k));
@@ -75,7 +75,7 @@ pub fn redact_record(record: &mut RequestRecord, options: RedactOptions, stats: 
         }
     }
     if options.strip_errors {
-        if let Some(error) = &mut record.error {
+        if let Some(error) = &mut record.meta.error {
             if error != REDACTED {
                 *error = REDACTED.to_string();
                 stats.errors_removed += 1;
@@ -186,7 +186,7 @@ pub fn redact_trace(
         for r in 0..block.requests.len() {
             let mut record = block.record(r);
             redact_record(&mut record, options, &mut stats);
-            last_end_ns = last_end_ns.max(record.end_ns);
+            last_end_ns = last_end_ns.max(record.meta.end_ns);
             stats.requests += 1;
             sender.send(record)?;
         }
@@ -195,7 +195,7 @@ pub fn redact_trace(
     // copy: what its checkpoints held, and no more.
     for mut record in reader.interrupted() {
         redact_record(&mut record, options, &mut stats);
-        last_end_ns = last_end_ns.max(record.end_ns);
+        last_end_ns = last_end_ns.max(record.meta.end_ns);
         stats.requests += 1;
         sender.send(record)?;
     }
@@ -222,31 +222,34 @@ pub fn redact_trace(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{Channel, ChunkRecord, Outcome, Phase, Usage};
+    use crate::types::{Channel, ChunkRecord, Outcome, Phase, RequestMeta, Usage};
 
     fn record() -> RequestRecord {
         RequestRecord {
-            id: 7,
-            phase: Phase::Measured,
-            trial: 0,
-            intended_ns: 1,
-            send_ns: 2,
-            headers_ns: Some(3),
-            end_ns: 9,
-            http_status: 500,
-            outcome: Outcome::HttpError,
-            error: Some("HTTP 500: your prompt was: secret words".into()),
-            usage: Usage::default(),
-            finish_reason: None,
-            prompt_hash: 11,
-            prompt_bytes: 12,
-            output_hash: 13,
-            output_bytes: 14,
-            planned_input_tokens: Some(5),
-            response_headers: vec![
-                ("x-request-id".into(), "7".into()),
-                ("set-cookie".into(), "login=abc".into()),
-            ],
+            meta: RequestMeta {
+                id: 7,
+                phase: Phase::Measured,
+                trial: 0,
+                intended_ns: 1,
+                send_ns: 2,
+                headers_ns: Some(3),
+                end_ns: 9,
+                http_status: 500,
+                outcome: Outcome::HttpError,
+                error: Some("HTTP 500: your prompt was: secret words".into()),
+                usage: Usage::default(),
+                finish_reason: None,
+                prompt_hash: 11,
+                prompt_bytes: 12,
+                output_hash: 13,
+                output_bytes: 14,
+                planned_input_tokens: Some(5),
+                response_headers: vec![
+                    ("x-request-id".into(), "7".into()),
+                    ("set-cookie".into(), "login=abc".into()),
+                ],
+                retries: 0,
+            },
             chunks: vec![ChunkRecord {
                 arrival_ns: 4,
                 read_index: 0,
@@ -256,7 +259,6 @@ mod tests {
                 tokens: Some(1),
                 text: Some("hello".into()),
             }],
-            retries: 0,
         }
     }
 
@@ -268,12 +270,12 @@ mod tests {
         redact_record(&mut redacted, RedactOptions::default(), &mut stats);
         assert_eq!(redacted.chunks[0].text, None);
         assert_eq!(redacted.chunks[0].text_len, 5);
-        assert_eq!(redacted.response_headers[0].1, "7");
-        assert_eq!(redacted.response_headers[1].1, REDACTED);
-        assert_eq!(redacted.error, original.error);
+        assert_eq!(redacted.meta.response_headers[0].1, "7");
+        assert_eq!(redacted.meta.response_headers[1].1, REDACTED);
+        assert_eq!(redacted.meta.error, original.meta.error);
         let mut expected = original.clone();
         expected.chunks[0].text = None;
-        expected.response_headers[1].1 = REDACTED.into();
+        expected.meta.response_headers[1].1 = REDACTED.into();
         assert_eq!(redacted, expected);
         assert_eq!(stats.texts_removed, 1);
         assert_eq!(stats.header_values_removed, 1);
@@ -285,9 +287,9 @@ mod tests {
         let mut stats = RedactStats::default();
         let options = RedactOptions { strip_errors: true };
         redact_record(&mut redacted, options, &mut stats);
-        assert_eq!(redacted.error.as_deref(), Some(REDACTED));
-        assert_eq!(redacted.outcome, Outcome::HttpError);
-        assert_eq!(redacted.http_status, 500);
+        assert_eq!(redacted.meta.error.as_deref(), Some(REDACTED));
+        assert_eq!(redacted.meta.outcome, Outcome::HttpError);
+        assert_eq!(redacted.meta.http_status, 500);
         // Redacting twice changes nothing more.
         let again = redacted.clone();
         redact_record(&mut redacted, options, &mut stats);

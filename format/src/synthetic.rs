@@ -4,7 +4,7 @@
 //! events about 10 ms apart with microsecond jitter (ns resolution, as the clock gives), one to
 //! three events per body read, then finish, usage and `[DONE]` events. Same seed, same records.
 
-use crate::types::{Channel, ChunkRecord, Outcome, Phase, RequestRecord, Usage};
+use crate::types::{Channel, ChunkRecord, Outcome, Phase, RequestMeta, RequestRecord, Usage};
 
 /// A small deterministic generator (SplitMix64); not for anything but test data.
 #[derive(Debug, Clone)]
@@ -97,35 +97,37 @@ pub fn request(
     let end_ns = now + rng.range(1_000, 10_000);
     let prompt_tokens = rng.range(100, 2000) as u32;
     RequestRecord {
-        id,
-        phase: if id < 2 {
-            Phase::Warmup
-        } else {
-            Phase::Measured
+        meta: RequestMeta {
+            id,
+            phase: if id < 2 {
+                Phase::Warmup
+            } else {
+                Phase::Measured
+            },
+            trial: 0,
+            intended_ns,
+            send_ns,
+            headers_ns: Some(headers_ns),
+            end_ns,
+            http_status: 200,
+            outcome: Outcome::Ok,
+            error: None,
+            usage: Usage {
+                prompt_tokens: Some(prompt_tokens),
+                completion_tokens: Some(output_chunks as u32),
+                reasoning_tokens: None,
+                cached_tokens: Some(0),
+            },
+            finish_reason: Some("length".into()),
+            prompt_hash: rng.next_u64(),
+            prompt_bytes: prompt_tokens * 4,
+            output_hash: rng.next_u64(),
+            output_bytes: chunks.iter().map(|c| c.text_len).sum(),
+            planned_input_tokens: Some(prompt_tokens),
+            response_headers: vec![("x-request-id".into(), format!("req-{id}"))],
+            retries: 0,
         },
-        trial: 0,
-        intended_ns,
-        send_ns,
-        headers_ns: Some(headers_ns),
-        end_ns,
-        http_status: 200,
-        outcome: Outcome::Ok,
-        error: None,
-        usage: Usage {
-            prompt_tokens: Some(prompt_tokens),
-            completion_tokens: Some(output_chunks as u32),
-            reasoning_tokens: None,
-            cached_tokens: Some(0),
-        },
-        finish_reason: Some("length".into()),
-        prompt_hash: rng.next_u64(),
-        prompt_bytes: prompt_tokens * 4,
-        output_hash: rng.next_u64(),
-        output_bytes: chunks.iter().map(|c| c.text_len).sum(),
-        planned_input_tokens: Some(prompt_tokens),
-        response_headers: vec![("x-request-id".into(), format!("req-{id}"))],
         chunks,
-        retries: 0,
     }
 }
 
@@ -145,6 +147,6 @@ pub fn requests(
             request(&mut rng, id, start, chunks, with_text)
         })
         .collect();
-    out.sort_by_key(|r| r.end_ns);
+    out.sort_by_key(|r| r.meta.end_ns);
     out
 }

@@ -254,9 +254,20 @@ impl ChunkRecord {
     }
 }
 
-/// One request and everything that happened to it.
+/// One request and everything that happened to it: its facts and its chunks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestRecord {
+    /// Everything but the chunks.
+    #[serde(flatten)]
+    pub meta: RequestMeta,
+    /// Every streamed event, in arrival order.
+    pub chunks: Vec<ChunkRecord>,
+}
+
+/// Everything known about one request except its chunks: what a block stores per request, and
+/// what every reader of requests (analysis, import, redaction) works with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestMeta {
     /// Unique within the trace; sent as `X-Request-ID`.
     pub id: u64,
     /// Warmup or measured.
@@ -296,8 +307,6 @@ pub struct RequestRecord {
     /// Times the request was sent again on a fresh connection because a reused keep-alive
     /// connection failed before any response byte (0 or 1; format 1.1, 0 in older traces).
     pub retries: u8,
-    /// Every streamed event, in arrival order.
-    pub chunks: Vec<ChunkRecord>,
 }
 
 /// The run's description, written once after the header as UTF-8 JSON.

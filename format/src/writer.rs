@@ -243,9 +243,10 @@ struct WriterState {
 
 /// Rough uncompressed size of a record in a block payload, for the flush decision.
 fn estimate_bytes(record: &RequestRecord) -> usize {
-    let strings = record.error.as_ref().map_or(0, String::len)
-        + record.finish_reason.as_ref().map_or(0, String::len)
+    let strings = record.meta.error.as_ref().map_or(0, String::len)
+        + record.meta.finish_reason.as_ref().map_or(0, String::len)
         + record
+            .meta
             .response_headers
             .iter()
             .map(|(k, v)| k.len() + v.len() + 2)
@@ -281,7 +282,7 @@ impl Pending {
 
     fn add_record(&mut self, record: RequestRecord) {
         // The final record supersedes the request's checkpoints still waiting here.
-        if let Some(slot) = self.slot_of.remove(&record.id) {
+        if let Some(slot) = self.slot_of.remove(&record.meta.id) {
             self.checkpoints[slot] = None;
         }
         self.note_arrival(estimate_bytes(&record));
@@ -290,7 +291,7 @@ impl Pending {
 
     fn add_checkpoint(&mut self, checkpoint: Checkpoint) {
         self.note_arrival(estimate_bytes(&checkpoint.record));
-        let id = checkpoint.record.id;
+        let id = checkpoint.record.meta.id;
         if let Some(&slot) = self.slot_of.get(&id) {
             if let Some(held) = self.checkpoints[slot].as_mut() {
                 // Chunks continue the held ones; the head is the newer one's.
@@ -334,7 +335,7 @@ impl WriterState {
             match message {
                 Ok(Message::Record(record)) => {
                     if !self.open.is_empty() {
-                        self.open.remove(&record.id);
+                        self.open.remove(&record.meta.id);
                     }
                     if !pending.is_empty()
                         && pending.bytes + estimate_bytes(&record) > MAX_RAW_LEN as usize / 2
@@ -344,7 +345,7 @@ impl WriterState {
                     pending.add_record(record);
                 }
                 Ok(Message::Checkpoint(checkpoint)) => {
-                    self.open.insert(checkpoint.record.id);
+                    self.open.insert(checkpoint.record.meta.id);
                     if !pending.is_empty()
                         && pending.bytes + estimate_bytes(&checkpoint.record)
                             > MAX_RAW_LEN as usize / 2
@@ -411,8 +412,8 @@ impl WriterState {
             seq,
             requests: pending.len() as u32,
             chunks,
-            first_send_ns: pending.iter().map(|r| r.send_ns).min().unwrap_or(0),
-            last_end_ns: pending.iter().map(|r| r.end_ns).max().unwrap_or(0),
+            first_send_ns: pending.iter().map(|r| r.meta.send_ns).min().unwrap_or(0),
+            last_end_ns: pending.iter().map(|r| r.meta.end_ns).max().unwrap_or(0),
         });
         self.write(&bytes, self.config.sync_every_block)?;
         self.stats.requests += pending.len() as u64;

@@ -58,10 +58,10 @@ enum Sent {
 fn golden_1_2() -> (Vec<Sent>, Vec<RequestRecord>) {
     let records = golden_records();
     let mut redirect = records[2].clone();
-    redirect.outcome = Outcome::Redirect;
-    redirect.http_status = 307;
-    redirect.headers_ns = Some(redirect.send_ns + 1_000_000);
-    redirect.error =
+    redirect.meta.outcome = Outcome::Redirect;
+    redirect.meta.http_status = 307;
+    redirect.meta.headers_ns = Some(redirect.meta.send_ns + 1_000_000);
+    redirect.meta.error =
         Some("HTTP 307 redirect to https://elsewhere.example/v1/chat/completions".into());
     let streaming = &records[3];
     let bounds = [0, 10, 20, streaming.chunks.len()];
@@ -69,11 +69,11 @@ fn golden_1_2() -> (Vec<Sent>, Vec<RequestRecord>) {
         .windows(2)
         .map(|w| {
             let mut r = streaming.clone();
-            r.outcome = Outcome::Interrupted;
-            r.error = None;
-            r.finish_reason = None;
+            r.meta.outcome = Outcome::Interrupted;
+            r.meta.error = None;
+            r.meta.finish_reason = None;
             r.chunks = streaming.chunks[w[0]..w[1]].to_vec();
-            r.end_ns = streaming.chunks[w[1] - 1].arrival_ns + 1_000;
+            r.meta.end_ns = streaming.chunks[w[1] - 1].arrival_ns + 1_000;
             Checkpoint {
                 record: r,
                 chunk_offset: w[0] as u64,
@@ -91,10 +91,10 @@ fn golden_1_2() -> (Vec<Sent>, Vec<RequestRecord>) {
         next(),
     ];
     let mut interrupted = streaming.clone();
-    interrupted.outcome = Outcome::Interrupted;
-    interrupted.finish_reason = None;
-    interrupted.end_ns = streaming.chunks.last().unwrap().arrival_ns + 1_000;
-    interrupted.error = Some(format!(
+    interrupted.meta.outcome = Outcome::Interrupted;
+    interrupted.meta.finish_reason = None;
+    interrupted.meta.end_ns = streaming.chunks.last().unwrap().arrival_ns + 1_000;
+    interrupted.meta.error = Some(format!(
         "interrupted: still streaming when the recorder stopped; {} chunks up to its last \
          checkpoint",
         streaming.chunks.len()
@@ -139,7 +139,7 @@ fn killed_1_2_golden_trace_presents_the_interrupted_request() {
     assert!(reader.run_end().is_none());
     assert!(reader.block_count() >= 3, "{}", reader.block_count());
     let mut records = records_of(&reader);
-    records.sort_by_key(|r| r.id);
+    records.sort_by_key(|r| r.meta.id);
     assert_eq!(records, golden_1_2().1);
     // Without the checkpoint merge (a 1.1 reader) the finals alone remain, the redirect as
     // an HTTP error: checked byte for byte in format/reference/read_trace.py's self-test.
@@ -173,17 +173,17 @@ fn finished_golden_trace_decodes_to_known_contents() {
     let records = records_of(&reader);
     assert_eq!(records.len(), 6);
     // A few fields spelled out, then every field of every record.
-    assert_eq!(records[0].phase, Phase::Warmup);
+    assert_eq!(records[0].meta.phase, Phase::Warmup);
     assert_eq!(records[0].chunks[2].text.as_deref(), Some("ünï"));
     assert_eq!(records[0].chunks[2].arrival_ns, 60_010_123);
-    assert_eq!(records[1].http_status, 429);
-    assert_eq!(records[2].headers_ns, None);
-    assert_eq!(records[3].usage.reasoning_tokens, Some(20));
+    assert_eq!(records[1].meta.http_status, 429);
+    assert_eq!(records[2].meta.headers_ns, None);
+    assert_eq!(records[3].meta.usage.reasoning_tokens, Some(20));
     assert_eq!(
         records[3].chunks[23].arrival_ns,
         70_000_000 + 23 * 10_003_007
     );
-    assert_eq!(records[4].outcome, Outcome::StreamError);
+    assert_eq!(records[4].meta.outcome, Outcome::StreamError);
     assert_eq!(records[5].chunks.len(), 12);
     assert_eq!(records, golden_records());
 

@@ -234,12 +234,13 @@ async fn probe(
     loop {
         attempt += 1;
         let record = probe_once(ctx, config, id, words).await;
-        let transient =
-            record.outcome == Outcome::HttpError && TRANSIENT_STATUS.contains(&record.http_status);
+        let transient = record.meta.outcome == Outcome::HttpError
+            && TRANSIENT_STATUS.contains(&record.meta.http_status);
         if !transient || attempt == PROBE_ATTEMPTS {
             return probe_result(ctx, record);
         }
         let wait = record
+            .meta
             .response_headers
             .iter()
             .find(|(name, _)| name == "retry-after")
@@ -249,7 +250,7 @@ async fn probe(
         notes.push(format!(
             "probe POST {} answered HTTP {}; asked again after {} ms",
             ctx.uri,
-            record.http_status,
+            record.meta.http_status,
             wait.as_millis()
         ));
         tokio::time::sleep(wait).await;
@@ -281,9 +282,9 @@ fn probe_result(
     ctx: &StreamContext,
     record: tokentrace_format::RequestRecord,
 ) -> Result<Option<u32>, Failure> {
-    let error = record.error.unwrap_or_default();
-    match record.outcome {
-        Outcome::Ok | Outcome::MissingDone => Ok(record.usage.prompt_tokens),
+    let error = record.meta.error.unwrap_or_default();
+    match record.meta.outcome {
+        Outcome::Ok | Outcome::MissingDone => Ok(record.meta.usage.prompt_tokens),
         Outcome::ConnectError => Err(Failure::Unreachable(error)),
         other => Err(Failure::Unusable(format!(
             "probe POST {} failed ({}): {error}",

@@ -185,8 +185,8 @@ async fn run_one(shared: Arc<LoadShared>, spec: RequestSpec) {
         .last()
         .map_or(0, |c| u64::from(c.read_index) + 1);
     stats.reads.fetch_add(reads, Ordering::Relaxed);
-    shared.outcomes[record.outcome as usize].fetch_add(1, Ordering::Relaxed);
-    if record.outcome == Outcome::Ok {
+    shared.outcomes[record.meta.outcome as usize].fetch_add(1, Ordering::Relaxed);
+    if record.meta.outcome == Outcome::Ok {
         stats.completed.fetch_add(1, Ordering::Relaxed);
     } else {
         stats.failed.fetch_add(1, Ordering::Relaxed);
@@ -196,7 +196,7 @@ async fn run_one(shared: Arc<LoadShared>, spec: RequestSpec) {
         .iter()
         .find(|c| c.channel == Channel::Content && c.text_len > 0)
     {
-        stats.record_ttft_us(first.arrival_ns.saturating_sub(record.send_ns) / 1000);
+        stats.record_ttft_us(first.arrival_ns.saturating_sub(record.meta.send_ns) / 1000);
     }
     if let Err(err) = shared.sender.send(record) {
         if let Ok(mut slot) = shared.write_error.lock() {

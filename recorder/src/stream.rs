@@ -17,7 +17,9 @@ use hyper::{Method, Request, Uri};
 use std::time::Duration;
 use tokentrace_format::clock::mono_now_ns;
 use tokentrace_format::request_id::write_uuid;
-use tokentrace_format::{Checkpoint, Outcome, Phase, RecordSender, RequestRecord, Usage};
+use tokentrace_format::{
+    Checkpoint, Outcome, Phase, RecordSender, RequestMeta, RequestRecord, Usage,
+};
 use tokentrace_sse::classify::OutputSink;
 use tokentrace_sse::parser::{SseError, SseParser};
 use tokio::sync::oneshot;
@@ -112,7 +114,7 @@ pub async fn execute(
     };
     if !finished {
         state.fail(Outcome::Cancelled, "run interrupted".to_string());
-        state.record.end_ns = ctx.now_ns();
+        state.record.meta.end_ns = ctx.now_ns();
     }
     let mut record = state.into_record();
     scrub_secrets(&ctx.headers, &mut record);
@@ -179,9 +181,10 @@ fn scrub_secrets(headers: &HeaderMap, record: &mut RequestRecord) {
             continue;
         }
         let texts = record
+            .meta
             .error
             .iter_mut()
-            .chain(record.response_headers.iter_mut().map(|(_, v)| v));
+            .chain(record.meta.response_headers.iter_mut().map(|(_, v)| v));
         for text in texts {
             if text.contains(secret) {
                 *text = text.replace(secret, "<redacted>");
@@ -218,26 +221,28 @@ impl StreamState {
     fn new(ctx: &StreamContext, spec: &RequestSpec) -> StreamState {
         StreamState {
             record: RequestRecord {
-                id: spec.id,
-                phase: spec.phase,
-                trial: ctx.trial,
-                intended_ns: spec.intended_ns,
-                send_ns: 0,
-                headers_ns: None,
-                end_ns: 0,
-                http_status: 0,
-                outcome: Outcome::Ok,
-                error: None,
-                usage: Usage::default(),
-                finish_reason: None,
-                prompt_hash: spec.prompt_hash,
-                prompt_bytes: spec.prompt_bytes,
-                output_hash: 0,
-                output_bytes: 0,
-                planned_input_tokens: spec.planned_input_tokens,
-                response_headers: Vec::new(),
+                meta: RequestMeta {
+                    id: spec.id,
+                    phase: spec.phase,
+                    trial: ctx.trial,
+                    intended_ns: spec.intended_ns,
+                    send_ns: 0,
+                    headers_ns: None,
+                    end_ns: 0,
+                    http_status: 0,
+                    outcome: Outcome::Ok,
+                    error: None,
+                    usage: Usage::default(),
+                    finish_reason: None,
+                    prompt_hash: spec.prompt_hash,
+                    prompt_bytes: spec.prompt_bytes,
+                    output_hash: 0,
+                    output_bytes: 0,
+                    planned_input_tokens: spec.planned_input_tokens,
+                    response_headers: Vec::new(),
+                    retries: 0,
+                },
                 chunks: Vec::with_capacity(ctx.chunk_capacity),
-                retries: 0,
             },
             parser: SseParser::new(ctx.line_limit),
             sink: OutputSink::new(ctx.capture == Capture::Text),
@@ -264,11 +269,11 @@ impl StreamState {
         let mut record = self.record.clone();
         self.record.chunks = chunks;
         record.chunks = self.record.chunks[self.checkpointed..].to_vec();
-        record.outcome = Outcome::Interrupted;
-        record.error = None;
-        record.end_ns = ctx.now_ns();
-        record.output_hash = self.sink.output_hash();
-        record.output_bytes = u32::try_from(self.sink.output_bytes).unwrap_or(u32::MAX);
+        record.meta.outcome = Outcome::Interrupted;
+        record.meta.error = None;
+        record.meta.end_ns = ctx.now_ns();
+        record.meta.output_hash = self.sink.output_hash();
+        record.meta.output_bytes = u32::try_from(self.sink.output_bytes).unwrap_or(u32::MAX);
         scrub_secrets(&ctx.headers, &mut record);
         let checkpoint = Checkpoint {
             record,
@@ -308,15 +313,15 @@ impl StreamState {
 
     /// Keep the first failure: later ones are usually its consequences.
     fn fail(&mut self, outcome: Outcome, message: String) {
-        if self.record.outcome == Outcome::Ok {
-            self.record.outcome = outcome;
-            self.record.error = Some(message);
+        if self.record.meta.outcome == Outcome::Ok {
+            self.record.meta.outcome = outcome;
+            self.record.meta.error = Some(message);
         }
     }
 
     fn into_record(mut self) -> RequestRecord {
-        self.record.output_hash = self.sink.output_hash();
-        self.record.output_bytes = u32::try_from(self.sink.output_bytes).unwrap_or(u32::MAX);
+        self.record.meta.output_hash = self.sink.output_hash();
+        self.record.meta.output_bytes = u32::try_from(self.sink.output_bytes).unwrap_or(u32::MAX);
         self.record
     }
 
@@ -332,7 +337,7 @@ impl StreamState {
         let every = ctx.checkpoints.as_ref().map_or(Duration::MAX, |(_, d)| *d);
         let tick = tokio::time::sleep_until(start.checked_add(every).unwrap_or(far));
         tokio::pin!(tick);
-        self.record.send_ns = ctx.now_ns();
+        self.record.meta.send_ns = ctx.now_ns();
         let sent_mono_ns = mono_now_ns();
         let sent = Instant::now();
         let client = if ctx.closes.closed_after_response() {
@@ -351,8 +356,8 @@ impl StreamState {
             if stale_connection(err, sent_mono_ns, sent.elapsed()) {
                 // The server never saw the request: send it once more on a new connection.
                 // Times count from this send, the one the server answers.
-                self.record.retries = 1;
-                self.record.send_ns = ctx.now_ns();
+                self.record.meta.retries = 1;
+                self.record.meta.send_ns = ctx.now_ns();
                 let resending = ctx.fresh_client.request(build_request(ctx, spec));
                 match self
                     .await_ticking(ctx, resending, &mut sleep, &mut tick)
@@ -372,29 +377,32 @@ impl StreamState {
                     Outcome::StreamError
                 };
                 self.fail(outcome, error_chain(&err));
-                self.record.end_ns = ctx.now_ns();
+                self.record.meta.end_ns = ctx.now_ns();
                 return;
             }
         };
         // Headers and body are stamped by the same clock, so headers never come after a chunk.
         let read_clock = response.extensions().get::<ReadClock>().cloned();
         let now_ns = ctx.now_ns();
-        self.record.headers_ns = Some(
+        self.record.meta.headers_ns = Some(
             read_clock
                 .as_ref()
                 .map_or(now_ns, |clock| clock.arrival_ns(ctx.anchor_mono_ns, now_ns)),
         );
-        self.record.http_status = response.status().as_u16();
+        self.record.meta.http_status = response.status().as_u16();
         for name in KEPT_HEADERS {
             if let Some(value) = response.headers().get(name) {
                 let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
-                self.record.response_headers.push((name.to_string(), value));
+                self.record
+                    .meta
+                    .response_headers
+                    .push((name.to_string(), value));
             }
         }
         let answer = Answer::of(&response);
         let mut body = response.into_body();
         let mut draining = false;
-        if let Some((outcome, message)) = answer.refusal(self.record.http_status) {
+        if let Some((outcome, message)) = answer.refusal(self.record.meta.http_status) {
             // The body says more (an HTML error page, a JSON completion); its first KiB is kept.
             let text = if outcome == Outcome::NotEventStream {
                 tokio::select! {
@@ -406,18 +414,18 @@ impl StreamState {
                 String::new()
             };
             self.fail(outcome, format!("{message}{text}"));
-            self.record.end_ns = ctx.now_ns();
+            self.record.meta.end_ns = ctx.now_ns();
             return;
         }
-        if self.record.http_status >= 400 {
+        if self.record.meta.http_status >= 400 {
             let text = tokio::select! {
                 biased;
                 text = read_error_body(&mut body) => text,
                 () = &mut sleep => String::from("(error body not received before the timeout)"),
             };
-            let status = self.record.http_status;
+            let status = self.record.meta.http_status;
             self.fail(Outcome::HttpError, format!("HTTP {status}: {text}"));
-            self.record.end_ns = ctx.now_ns();
+            self.record.meta.end_ns = ctx.now_ns();
             return;
         }
         loop {
@@ -447,7 +455,7 @@ impl StreamState {
                 Some(Err(err)) => {
                     if !self.done {
                         self.fail(Outcome::StreamError, error_chain(&err));
-                        self.record.end_ns = arrival_ns;
+                        self.record.meta.end_ns = arrival_ns;
                     }
                     return;
                 }
@@ -461,7 +469,7 @@ impl StreamState {
                             Outcome::Oversize,
                             format!("SSE line longer than {limit} bytes; stream abandoned"),
                         );
-                        self.record.end_ns = arrival_ns;
+                        self.record.meta.end_ns = arrival_ns;
                         return;
                     }
                     if !had_output && self.first_output && ttft_deadline.is_some() {
@@ -492,20 +500,20 @@ impl StreamState {
         } else {
             self.fail(Outcome::Timeout, "request timeout".into());
         }
-        self.record.end_ns = ctx.now_ns();
+        self.record.meta.end_ns = ctx.now_ns();
     }
 
     fn end_of_body(&mut self, now_ns: u64) {
         if self.done {
             return;
         }
-        self.record.end_ns = now_ns;
+        self.record.meta.end_ns = now_ns;
         if self.parser.has_pending() {
             self.fail(
                 Outcome::StreamError,
                 "stream ended in the middle of an event".into(),
             );
-        } else if self.record.finish_reason.is_none() {
+        } else if self.record.meta.finish_reason.is_none() {
             // Cut before the server said the generation was over: the output is incomplete.
             self.fail(
                 Outcome::StreamError,

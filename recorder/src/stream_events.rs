@@ -52,7 +52,7 @@ impl StreamState {
                     if c.channel == Channel::Done {
                         if !*done {
                             *done = true;
-                            record.end_ns = arrival_ns;
+                            record.meta.end_ns = arrival_ns;
                         }
                         record.chunks.push(chunk);
                         return;
@@ -70,14 +70,14 @@ impl StreamState {
                             }
                             *last_completion_tokens = Some(done_tokens);
                         }
-                        merge_usage(&mut record.usage, u);
+                        merge_usage(&mut record.meta.usage, u);
                     }
                     if chunk.tokens.is_none() {
                         chunk.tokens = c.logprob_tokens;
                     }
                     if let Some(reason) = c.finish_reason {
-                        if record.finish_reason.as_deref() != Some(reason.as_str()) {
-                            record.finish_reason = Some(reason.as_str().to_string());
+                        if record.meta.finish_reason.as_deref() != Some(reason.as_str()) {
+                            record.meta.finish_reason = Some(reason.as_str().to_string());
                         }
                     }
                     if chunk.channel == Channel::Error && error_event.is_none() {

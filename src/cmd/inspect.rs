@@ -64,11 +64,18 @@ impl Totals {
         totals.chunks += block.chunk_count() as u64;
         for r in &block.requests {
             totals.requests += 1;
-            totals.measured += u64::from(r.phase == Phase::Measured);
-            totals.retried += u64::from(r.retries > 0);
-            totals.first_send_ns =
-                Some(totals.first_send_ns.map_or(r.send_ns, |t| t.min(r.send_ns)));
-            totals.last_end_ns = Some(totals.last_end_ns.map_or(r.end_ns, |t| t.max(r.end_ns)));
+            totals.measured += u64::from(r.meta.phase == Phase::Measured);
+            totals.retried += u64::from(r.meta.retries > 0);
+            totals.first_send_ns = Some(
+                totals
+                    .first_send_ns
+                    .map_or(r.meta.send_ns, |t| t.min(r.meta.send_ns)),
+            );
+            totals.last_end_ns = Some(
+                totals
+                    .last_end_ns
+                    .map_or(r.meta.end_ns, |t| t.max(r.meta.end_ns)),
+            );
         }
     }
 }

@@ -95,6 +95,6 @@ pub fn analyze_json(trace: &Path, protocol: &str) -> Value {
 pub fn records_of(trace: &Path) -> (TraceReader, Vec<RequestRecord>) {
     let reader = TraceReader::open(trace).unwrap();
     let mut records: Vec<RequestRecord> = reader.requests().map(Result::unwrap).collect();
-    records.sort_by_key(|r| r.id);
+    records.sort_by_key(|r| r.meta.id);
     (reader, records)
 }

@@ -79,7 +79,6 @@ mod tests {
     use crate::facts::summarize_record;
     use crate::facts::tests::{chunk, record};
     use crate::quantity::{value, EvalContext};
-    use crate::stats::{PercentileMethod, StdKind, Summation};
     use tokentrace_format::Channel;
 
     /// The value of metric `name` of built-in `protocol` for a request sent at 1 µs, ended at
@@ -90,17 +89,11 @@ mod tests {
             chunk(3_000, Channel::Content, 3, None),
             chunk(5_000, Channel::Content, 3, None),
         ]);
-        r.usage.prompt_tokens = Some(100);
-        r.planned_input_tokens = Some(128);
+        r.meta.usage.prompt_tokens = Some(100);
+        r.meta.planned_input_tokens = Some(128);
         let f = summarize_record(0, &r, p.chunk_rules(), None);
         let def = p.metrics.iter().find(|m| m.name == name).unwrap();
-        let cx = EvalContext {
-            sources: &p.token_sources,
-            gaps: &[],
-            method: PercentileMethod::Linear,
-            summation: Summation::Naive,
-            std: StdKind::Population,
-        };
+        let cx = EvalContext::new(&p, &[]);
         value(&f, &def.quantity, &cx)
     }
 

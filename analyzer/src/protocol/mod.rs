@@ -6,8 +6,10 @@
 //! Small functions in [`crate::quantity`] evaluate the parts on [`crate::facts::RequestFacts`].
 
 pub mod builtin;
+mod options;
 mod parts;
 
+pub use options::*;
 pub use parts::*;
 
 use crate::stats::{PercentileMethod, StdKind, Summation};
@@ -53,6 +55,16 @@ pub struct Protocol {
     /// Which standard deviation `std` means.
     #[serde(default = "default_std")]
     pub std: StdKind,
+    /// The unit statistics of times are taken in (`converted` unless given).
+    #[serde(default, skip_serializing_if = "options::is_default")]
+    pub time_statistics: TimeStatistics,
+    /// What a time whose end precedes its start becomes (`keep` unless given).
+    #[serde(default, skip_serializing_if = "options::is_default")]
+    pub negative_times: NegativeTimes,
+    /// The span run-level rates divide by (first send to last end of every request of the
+    /// counted phases unless given).
+    #[serde(default, skip_serializing_if = "options::is_default")]
+    pub wall_clock: WallClock,
     /// Key under which a statistic is written, when not its own name (e.g. mean = "avg").
     #[serde(default)]
     pub stat_keys: std::collections::BTreeMap<String, String>,

@@ -121,7 +121,7 @@ pub enum Quantity {
         #[serde(default)]
         minus: u32,
     },
-    /// `(count - minus)` per second of `to - from`.
+    /// `(count - minus)` per second of `to - from`, in the given form.
     Rate {
         /// What is counted.
         count: Count,
@@ -132,6 +132,9 @@ pub enum Quantity {
         from: Anchor,
         /// End anchor.
         to: Anchor,
+        /// How the rate is computed (`count_per_second` unless given).
+        #[serde(default, skip_serializing_if = "super::options::is_default")]
+        form: super::RateForm,
     },
     /// `num / den`.
     Ratio {

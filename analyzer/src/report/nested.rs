@@ -85,7 +85,7 @@ pub fn report(analysis: &Analysis<'_>) -> Value {
 /// Samples above 20 000 values are thinned evenly first.
 fn confidence_intervals(analysis: &Analysis<'_>, m: usize, wanted: &[Stat], b: Bootstrap) -> Value {
     let protocol = analysis.protocol;
-    let mut values = summary::column(analysis, m);
+    let (mut values, scale) = summary::statistic_column(protocol, analysis, m);
     stats::sort(&mut values);
     let values = stats::thin(&values, 20_000);
     let mut out = Map::new();
@@ -103,7 +103,8 @@ fn confidence_intervals(analysis: &Analysis<'_>, m: usize, wanted: &[Stat], b: B
                 protocol.std,
             )[0]
         };
-        let ci = stats::bootstrap_ci(&values, &statistic, b.resamples, b.confidence, b.seed);
+        let ci = stats::bootstrap_ci(&values, &statistic, b.resamples, b.confidence, b.seed)
+            .map(|(lo, hi)| scale.map_or((lo, hi), |k| (lo * k, hi * k)));
         out.insert(
             protocol.stat_key(stat),
             ci.map_or(Value::Null, |(lo, hi)| json!([lo, hi])),

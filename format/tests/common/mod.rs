@@ -83,42 +83,44 @@ fn chunk(
 
 fn base(id: u64, send_ns: u64) -> RequestRecord {
     RequestRecord {
-        id,
-        phase: Phase::Measured,
-        trial: 0,
-        intended_ns: send_ns - 1_000,
-        send_ns,
-        headers_ns: Some(send_ns + 30_000_000),
-        end_ns: send_ns + 100_000_000,
-        http_status: 200,
-        outcome: Outcome::Ok,
-        error: None,
-        usage: Usage::default(),
-        finish_reason: None,
-        prompt_hash: 0x0123_4567_89ab_cdef ^ id,
-        prompt_bytes: 400,
-        output_hash: 0xfedc_ba98_7654_3210 ^ id,
-        output_bytes: 0,
-        planned_input_tokens: Some(100),
-        response_headers: vec![],
+        meta: RequestMeta {
+            id,
+            phase: Phase::Measured,
+            trial: 0,
+            intended_ns: send_ns - 1_000,
+            send_ns,
+            headers_ns: Some(send_ns + 30_000_000),
+            end_ns: send_ns + 100_000_000,
+            http_status: 200,
+            outcome: Outcome::Ok,
+            error: None,
+            usage: Usage::default(),
+            finish_reason: None,
+            prompt_hash: 0x0123_4567_89ab_cdef ^ id,
+            prompt_bytes: 400,
+            output_hash: 0xfedc_ba98_7654_3210 ^ id,
+            output_bytes: 0,
+            planned_input_tokens: Some(100),
+            response_headers: vec![],
+            retries: 0,
+        },
         chunks: vec![],
-        retries: 0,
     }
 }
 
 /// The requests of the golden traces, in file order.
 pub fn golden_records() -> Vec<RequestRecord> {
     let mut warm = base(0, 10_000_000);
-    warm.phase = Phase::Warmup;
-    warm.usage = Usage {
+    warm.meta.phase = Phase::Warmup;
+    warm.meta.usage = Usage {
         prompt_tokens: Some(100),
         completion_tokens: Some(3),
         reasoning_tokens: None,
         cached_tokens: Some(64),
     };
-    warm.finish_reason = Some("stop".into());
-    warm.output_bytes = 8;
-    warm.response_headers = vec![("x-request-id".into(), "req-0".into())];
+    warm.meta.finish_reason = Some("stop".into());
+    warm.meta.output_bytes = 8;
+    warm.meta.response_headers = vec![("x-request-id".into(), "req-0".into())];
     warm.chunks = vec![
         chunk(40_000_000, 0, 120, Channel::Role, None, None),
         chunk(50_000_000, 1, 131, Channel::Content, Some("Hi"), Some(1)),
@@ -129,29 +131,29 @@ pub fn golden_records() -> Vec<RequestRecord> {
     ];
 
     let mut rate_limited = base(1, 20_000_000);
-    rate_limited.http_status = 429;
-    rate_limited.outcome = Outcome::HttpError;
-    rate_limited.error = Some("rate limited: réessayez".into());
-    rate_limited.end_ns = 20_000_000 + 31_000_000;
+    rate_limited.meta.http_status = 429;
+    rate_limited.meta.outcome = Outcome::HttpError;
+    rate_limited.meta.error = Some("rate limited: réessayez".into());
+    rate_limited.meta.end_ns = 20_000_000 + 31_000_000;
 
     let mut refused = base(2, 25_000_000);
-    refused.headers_ns = None;
-    refused.http_status = 0;
-    refused.outcome = Outcome::ConnectError;
-    refused.error = Some("connection refused".into());
-    refused.planned_input_tokens = None;
-    refused.end_ns = 25_000_500;
+    refused.meta.headers_ns = None;
+    refused.meta.http_status = 0;
+    refused.meta.outcome = Outcome::ConnectError;
+    refused.meta.error = Some("connection refused".into());
+    refused.meta.planned_input_tokens = None;
+    refused.meta.end_ns = 25_000_500;
 
     let mut thinker = base(3, 30_000_000);
-    thinker.trial = 1;
-    thinker.usage = Usage {
+    thinker.meta.trial = 1;
+    thinker.meta.usage = Usage {
         prompt_tokens: Some(90),
         completion_tokens: Some(24),
         reasoning_tokens: Some(20),
         cached_tokens: None,
     };
-    thinker.finish_reason = Some("length".into());
-    thinker.response_headers = vec![
+    thinker.meta.finish_reason = Some("length".into());
+    thinker.meta.response_headers = vec![
         ("server-timing".into(), "queue;dur=1.5".into()),
         ("x-request-id".into(), "req-3".into()),
     ];
@@ -172,20 +174,20 @@ pub fn golden_records() -> Vec<RequestRecord> {
             )
         })
         .collect();
-    thinker.end_ns = 70_000_000 + 24 * 10_003_007;
+    thinker.meta.end_ns = 70_000_000 + 24 * 10_003_007;
 
     let mut broken = base(4, 35_000_000);
-    broken.outcome = Outcome::StreamError;
-    broken.error = Some("connection reset mid-stream".into());
+    broken.meta.outcome = Outcome::StreamError;
+    broken.meta.error = Some("connection reset mid-stream".into());
     broken.chunks = vec![
         chunk(66_000_000, 0, 120, Channel::Role, None, None),
         chunk(76_000_001, 1, 140, Channel::Content, Some("日本"), None),
     ];
-    broken.end_ns = 80_000_000;
+    broken.meta.end_ns = 80_000_000;
 
     let mut last = base(5, 40_000_000);
-    last.usage.completion_tokens = Some(12);
-    last.finish_reason = Some("stop".into());
+    last.meta.usage.completion_tokens = Some(12);
+    last.meta.finish_reason = Some("stop".into());
     last.chunks = (0..12u32)
         .map(|i| {
             chunk(
@@ -198,7 +200,7 @@ pub fn golden_records() -> Vec<RequestRecord> {
             )
         })
         .collect();
-    last.end_ns = 200_000_000;
+    last.meta.end_ns = 200_000_000;
 
     vec![warm, rate_limited, refused, thinker, broken, last]
 }

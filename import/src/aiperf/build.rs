@@ -8,7 +8,7 @@
 use super::raw::RawRequest;
 use super::records::RecordInfo;
 use crate::fields::{len_u32, sat_u32};
-use tokentrace_format::{Channel, ChunkRecord, Outcome, RequestRecord, Usage};
+use tokentrace_format::{Channel, ChunkRecord, Outcome, RequestMeta, RequestRecord, Usage};
 use tokentrace_sse::classify::{classify_event, OutputSink};
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -123,26 +123,29 @@ pub(crate) fn build(
         .map(sat_u32)
         .or(at.planned_input_tokens);
     let record = RequestRecord {
-        id: at.id,
-        phase: raw.phase,
-        trial: at.trial,
-        intended_ns: wall_to_perf(raw, raw.wall.credit_issued_ns).map_or(send_ns, |t| at.rel(t)),
-        send_ns,
-        headers_ns: headers.map(|t| at.rel(t)),
-        end_ns: end.map_or(send_ns, |t| at.rel(t)),
-        http_status: raw.status,
-        outcome,
-        error,
-        usage,
-        finish_reason,
-        prompt_hash: xxh3_64(&prompt),
-        prompt_bytes: len_u32(prompt.len()),
-        output_hash: sink.output_hash(),
-        output_bytes: u32::try_from(sink.output_bytes).unwrap_or(u32::MAX),
-        planned_input_tokens: planned,
-        response_headers: info.map(|i| i.response_headers.clone()).unwrap_or_default(),
+        meta: RequestMeta {
+            id: at.id,
+            phase: raw.phase,
+            trial: at.trial,
+            intended_ns: wall_to_perf(raw, raw.wall.credit_issued_ns)
+                .map_or(send_ns, |t| at.rel(t)),
+            send_ns,
+            headers_ns: headers.map(|t| at.rel(t)),
+            end_ns: end.map_or(send_ns, |t| at.rel(t)),
+            http_status: raw.status,
+            outcome,
+            error,
+            usage,
+            finish_reason,
+            prompt_hash: xxh3_64(&prompt),
+            prompt_bytes: len_u32(prompt.len()),
+            output_hash: sink.output_hash(),
+            output_bytes: u32::try_from(sink.output_bytes).unwrap_or(u32::MAX),
+            planned_input_tokens: planned,
+            response_headers: info.map(|i| i.response_headers.clone()).unwrap_or_default(),
+            retries: 0,
+        },
         chunks,
-        retries: 0,
     };
     (record, malformed)
 }
@@ -292,7 +295,12 @@ mod tests {
         let (rec, malformed) = build(&r, None, at);
         assert!(!malformed);
         assert_eq!(
-            (rec.id, rec.intended_ns, rec.send_ns, rec.end_ns),
+            (
+                rec.meta.id,
+                rec.meta.intended_ns,
+                rec.meta.send_ns,
+                rec.meta.end_ns
+            ),
             (7, 0, 100, 600)
         );
         let arrivals: Vec<u64> = rec.chunks.iter().map(|c| c.arrival_ns).collect();
@@ -311,12 +319,15 @@ mod tests {
             ]
         );
         assert_eq!(
-            (rec.usage.prompt_tokens, rec.usage.completion_tokens),
+            (
+                rec.meta.usage.prompt_tokens,
+                rec.meta.usage.completion_tokens
+            ),
             (Some(5), Some(2))
         );
-        assert_eq!(rec.finish_reason.as_deref(), Some("stop"));
-        assert_eq!((rec.outcome, rec.output_bytes), (Outcome::Ok, 8));
-        assert_eq!(rec.planned_input_tokens, Some(128));
+        assert_eq!(rec.meta.finish_reason.as_deref(), Some("stop"));
+        assert_eq!((rec.meta.outcome, rec.meta.output_bytes), (Outcome::Ok, 8));
+        assert_eq!(rec.meta.planned_input_tokens, Some(128));
         assert_eq!(rec.chunks[4].text.as_deref(), Some("[DONE]"));
     }
 
@@ -330,24 +341,24 @@ mod tests {
             trial: 0,
             planned_input_tokens: None,
         };
-        assert_eq!(build(&r, None, at).0.outcome, Outcome::MissingDone);
+        assert_eq!(build(&r, None, at).0.meta.outcome, Outcome::MissingDone);
         // Cut before the finish_reason as well: a failure.
         let mut cut = raw();
         cut.responses.truncate(2);
         let (record, _) = build(&cut, None, at);
-        assert_eq!(record.outcome, Outcome::StreamError);
-        assert!(record.error.unwrap().contains("finish_reason"));
+        assert_eq!(record.meta.outcome, Outcome::StreamError);
+        assert!(record.meta.error.unwrap().contains("finish_reason"));
         r.status = 503;
-        assert_eq!(build(&r, None, at).0.outcome, Outcome::HttpError);
+        assert_eq!(build(&r, None, at).0.meta.outcome, Outcome::HttpError);
         r.status = 200;
         r.cancelled = true;
-        assert_eq!(build(&r, None, at).0.outcome, Outcome::Cancelled);
+        assert_eq!(build(&r, None, at).0.meta.outcome, Outcome::Cancelled);
         r.cancelled = false;
         r.responses.push(response(1_500, "{oops"));
         let (rec, malformed) = build(&r, None, at);
         assert!(malformed);
         assert_eq!(
-            (rec.outcome, rec.chunks[4].channel),
+            (rec.meta.outcome, rec.chunks[4].channel),
             (Outcome::Malformed, Channel::Other)
         );
     }

@@ -269,7 +269,7 @@ pub(crate) fn run_end(
     summary: Option<&Value>,
     header: &Header,
 ) -> RunEnd {
-    let end_ns = requests.iter().map(|r| r.end_ns).max().unwrap_or(0);
+    let end_ns = requests.iter().map(|r| r.meta.end_ns).max().unwrap_or(0);
     let cancelled = summary
         .and_then(|s| s.get("was_cancelled"))
         .and_then(Value::as_bool)

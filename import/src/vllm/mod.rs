@@ -15,7 +15,8 @@ use crate::{require_requests, Imported};
 use serde_json::Value;
 use std::path::Path;
 use tokentrace_format::{
-    Channel, ChunkRecord, ClockAnchor, Header, Outcome, Phase, RequestRecord, RunEnd, Usage,
+    Channel, ChunkRecord, ClockAnchor, Header, Outcome, Phase, RequestMeta, RequestRecord, RunEnd,
+    Usage,
 };
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -87,7 +88,7 @@ pub fn read(path: &Path) -> Result<Imported, ImportError> {
                         .and_then(|n| u32::try_from(n).ok())
                 };
                 counts.insert(
-                    record.id,
+                    record.meta.id,
                     tokentrace_format::RequestTokenCounts {
                         output_tokens: len("output_lens"),
                         input_tokens: len("input_lens"),
@@ -111,7 +112,7 @@ pub fn read(path: &Path) -> Result<Imported, ImportError> {
         host: String::new(),
         shard: 0,
     };
-    let end_ns = requests.iter().map(|r| r.end_ns).max().unwrap_or(0);
+    let end_ns = requests.iter().map(|r| r.meta.end_ns).max().unwrap_or(0);
     let manifest = manifest::manifest(
         path,
         &result,
@@ -266,26 +267,28 @@ fn request(result: &Value, i: usize, start: f64, ctx: Ctx<'_>) -> Result<Request
         cut -= 1;
     }
     Ok(RequestRecord {
-        id: i as u64,
-        phase: Phase::Measured,
-        trial: 0,
-        intended_ns: send_ns,
-        send_ns,
-        headers_ns: None,
-        end_ns,
-        http_status: if success { 200 } else { 0 },
-        outcome: if success { Outcome::Ok } else { Outcome::Other },
-        error: (!success).then(|| error[..cut].to_string()),
-        usage: Usage::default(),
-        finish_reason: None,
-        prompt_hash: 0,
-        prompt_bytes: 0,
-        output_hash: xxh3_64(text.as_bytes()),
-        output_bytes: len_u32(text.len()),
-        planned_input_tokens: entry("input_lens").and_then(Value::as_u64).map(sat_u32),
-        response_headers: Vec::new(),
+        meta: RequestMeta {
+            id: i as u64,
+            phase: Phase::Measured,
+            trial: 0,
+            intended_ns: send_ns,
+            send_ns,
+            headers_ns: None,
+            end_ns,
+            http_status: if success { 200 } else { 0 },
+            outcome: if success { Outcome::Ok } else { Outcome::Other },
+            error: (!success).then(|| error[..cut].to_string()),
+            usage: Usage::default(),
+            finish_reason: None,
+            prompt_hash: 0,
+            prompt_bytes: 0,
+            output_hash: xxh3_64(text.as_bytes()),
+            output_bytes: len_u32(text.len()),
+            planned_input_tokens: entry("input_lens").and_then(Value::as_u64).map(sat_u32),
+            response_headers: Vec::new(),
+            retries: 0,
+        },
         chunks,
-        retries: 0,
     })
 }
 
