@@ -27,6 +27,15 @@ fn decode_config(
     config::standard().with_limit::<DECODE_LIMIT>()
 }
 
+/// Encodes one request column: `value` of every request's facts.
+fn column<'m, T: Encode>(
+    out: &mut Vec<u8>,
+    metas: &[&'m RequestMeta],
+    value: impl Fn(&'m RequestMeta) -> T,
+) -> Result<(), String> {
+    put(out, &metas.iter().map(|m| value(m)).collect::<Vec<T>>())
+}
+
 fn put<T: Encode>(out: &mut Vec<u8>, value: &T) -> Result<(), String> {
     bincode::encode_into_std_write(value, out, encode_config())
         .map(|_| ())
@@ -130,6 +139,7 @@ where
     I: Iterator<Item = &'a RequestRecord>,
 {
     let requests: Vec<&RequestRecord> = records.collect();
+    let metas: Vec<&RequestMeta> = requests.iter().map(|r| &r.meta).collect();
     let n = requests.len();
     let m: usize = requests.iter().map(|r| r.chunks.len()).sum();
 
@@ -144,17 +154,8 @@ where
         prev_intended = r.meta.intended_ns;
     }
     put(out, &ids)?;
-    put(
-        out,
-        &requests
-            .iter()
-            .map(|r| r.meta.phase as u8)
-            .collect::<Vec<u8>>(),
-    )?;
-    put(
-        out,
-        &requests.iter().map(|r| r.meta.trial).collect::<Vec<u32>>(),
-    )?;
+    column(out, &metas, |m| m.phase as u8)?;
+    column(out, &metas, |m| m.trial)?;
     put(out, &intended)?;
     let send: Vec<i64> = requests
         .iter()
@@ -166,91 +167,25 @@ where
         .map(|r| r.meta.headers_ns.map(|h| delta(r.meta.send_ns, h)))
         .collect();
     put(out, &headers)?;
-    put(
-        out,
-        &requests
-            .iter()
-            .map(|r| delta(r.meta.send_ns, r.meta.end_ns))
-            .collect::<Vec<i64>>(),
-    )?;
-    put(
-        out,
-        &requests
-            .iter()
-            .map(|r| r.meta.http_status)
-            .collect::<Vec<u16>>(),
-    )?;
-    put(
-        out,
-        &requests
-            .iter()
-            .map(|r| r.meta.outcome.legacy_code())
-            .collect::<Vec<u8>>(),
-    )?;
-    put(
-        out,
-        &requests
-            .iter()
-            .map(|r| r.meta.error.as_deref())
-            .collect::<Vec<_>>(),
-    )?;
+    column(out, &metas, |m| delta(m.send_ns, m.end_ns))?;
+    column(out, &metas, |m| m.http_status)?;
+    column(out, &metas, |m| m.outcome.legacy_code())?;
+    column(out, &metas, |m| m.error.as_deref())?;
     let usage_columns: [fn(&Usage) -> Option<u32>; 4] = [
         |u| u.prompt_tokens,
         |u| u.completion_tokens,
         |u| u.reasoning_tokens,
         |u| u.cached_tokens,
     ];
-    for column in usage_columns {
-        put(
-            out,
-            &requests
-                .iter()
-                .map(|r| column(&r.meta.usage))
-                .collect::<Vec<_>>(),
-        )?;
+    for usage_of in usage_columns {
+        column(out, &metas, |m| usage_of(&m.usage))?;
     }
-    put(
-        out,
-        &requests
-            .iter()
-            .map(|r| r.meta.finish_reason.as_deref())
-            .collect::<Vec<_>>(),
-    )?;
-    put(
-        out,
-        &requests
-            .iter()
-            .map(|r| r.meta.prompt_hash)
-            .collect::<Vec<u64>>(),
-    )?;
-    put(
-        out,
-        &requests
-            .iter()
-            .map(|r| r.meta.prompt_bytes)
-            .collect::<Vec<u32>>(),
-    )?;
-    put(
-        out,
-        &requests
-            .iter()
-            .map(|r| r.meta.output_hash)
-            .collect::<Vec<u64>>(),
-    )?;
-    put(
-        out,
-        &requests
-            .iter()
-            .map(|r| r.meta.output_bytes)
-            .collect::<Vec<u32>>(),
-    )?;
-    put(
-        out,
-        &requests
-            .iter()
-            .map(|r| r.meta.planned_input_tokens)
-            .collect::<Vec<_>>(),
-    )?;
+    column(out, &metas, |m| m.finish_reason.as_deref())?;
+    column(out, &metas, |m| m.prompt_hash)?;
+    column(out, &metas, |m| m.prompt_bytes)?;
+    column(out, &metas, |m| m.output_hash)?;
+    column(out, &metas, |m| m.output_bytes)?;
+    column(out, &metas, |m| m.planned_input_tokens)?;
     let headers_lists: Vec<&[(String, String)]> = requests
         .iter()
         .map(|r| r.meta.response_headers.as_slice())
@@ -286,10 +221,7 @@ where
         &chunks().map(|c| c.text.as_deref()).collect::<Vec<_>>(),
     )?;
     // Minor 1 appends columns after the chunk columns, where a 1.0 reader stops reading.
-    put(
-        out,
-        &requests.iter().map(|r| r.meta.retries).collect::<Vec<u8>>(),
-    )?;
+    column(out, &metas, |m| m.retries)?;
     // Minor 2: the outcome a 1.1 reader cannot name, where column 9 holds its nearest class.
     put(
         out,
