@@ -14,7 +14,7 @@ use tokentrace_format::{Channel, Outcome, Phase, RequestMeta, RequestRecord, Usa
 /// follows; a protocol may only decide, with [`ToolCalls`], not to count tool-call deltas.
 #[inline]
 pub fn is_output(channel: Channel, text_len: u32) -> bool {
-    text_len > 0 && channel.is_output()
+    channel.is_output_text(text_len)
 }
 
 /// Whether a protocol counts tool-call deltas as output.

@@ -208,6 +208,18 @@ impl Channel {
     pub fn is_output(self) -> bool {
         matches!(self, Channel::Reasoning | Channel::Content | Channel::Tool)
     }
+
+    /// The one rule for "this chunk is output": an output channel with text (`text_len`
+    /// bytes of it). [`ChunkRecord::is_output`] and columnar readers both apply it.
+    pub fn is_output_text(self, text_len: u32) -> bool {
+        self.is_output() && text_len > 0
+    }
+
+    /// Whether a chunk is visible content with text: what the first-content anchor (and a
+    /// recorder's live TTFT) looks for.
+    pub fn is_content_text(self, text_len: u32) -> bool {
+        self == Channel::Content && text_len > 0
+    }
 }
 
 /// Token counts the server reported (`usage`), each absent when not sent.
@@ -250,7 +262,7 @@ pub struct ChunkRecord {
 impl ChunkRecord {
     /// Whether the chunk carried output: non-empty reasoning, content or tool-call text.
     pub fn is_output(&self) -> bool {
-        self.channel.is_output() && self.text_len > 0
+        self.channel.is_output_text(self.text_len)
     }
 }
 

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokentrace_format::{Channel, Outcome, Phase, RecordSender};
+use tokentrace_format::{Outcome, Phase, RecordSender};
 use tokio::sync::{oneshot, Notify};
 use tokio::task::JoinSet;
 use xxhash_rust::xxh3::xxh3_64;
@@ -194,7 +194,7 @@ async fn run_one(shared: Arc<LoadShared>, spec: RequestSpec) {
     if let Some(first) = record
         .chunks
         .iter()
-        .find(|c| c.channel == Channel::Content && c.text_len > 0)
+        .find(|c| c.channel.is_content_text(c.text_len))
     {
         stats.record_ttft_us(first.arrival_ns.saturating_sub(record.meta.send_ns) / 1000);
     }
