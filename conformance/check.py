@@ -496,6 +496,31 @@ def cmd_crash(a, res):
     res.row('kill-9', not bad and bool(reqs), fig, bad)
 
 
+# ---------------------------------------------------------------- golden: the reference reader
+def cmd_golden(a, res):
+    """The reference reader, written from docs/FORMAT.md alone, against tokentrace's own reader
+    on every golden file: the same requests, chunks, interrupted requests and verdict."""
+    for name in sorted(os.listdir(a.dir)):
+        if not name.endswith('.trace'):
+            continue
+        path = os.path.join(a.dir, name)
+        t = read_trace(path)
+        ours = json.loads(subprocess.run([a.bin, 'inspect', path, '--json'], capture_output=True,
+                                         text=True, timeout=60).stdout)
+        theirs = dict(requests=len(t['requests']),
+                      chunks=sum(len(r['chunks']) for r in t['requests']),
+                      interrupted=t['interrupted'],
+                      integrity='ok' if t['verdict'] == 'ok' else 'recovered')
+        mine = dict(requests=ours['requests'], chunks=ours['chunks'],
+                    interrupted=ours.get('interrupted_requests', 0), integrity=ours['integrity'])
+        diff = [f'{k}: reference {theirs[k]}, tokentrace {mine[k]}' for k in theirs
+                if theirs[k] != mine[k]]
+        fig = (f"format {t['header']['major']}.{t['header']['minor']} · {theirs['requests']} "
+               f"requests ({theirs['interrupted']} interrupted), {theirs['chunks']} chunks, "
+               f"{t['verdict']} · = tokentrace inspect")
+        res.row(f'golden:{name}', not diff, fig if not diff else '; '.join(diff), diff)
+
+
 def cmd_table(a):
     rows = [json.loads(line) for line in open(a.results)] if os.path.exists(a.results) else []
     widths = [max([len(h)] + [len(str(r[k])) for r in rows])
@@ -540,6 +565,9 @@ def main():
     s.add_argument('--trace', required=True)
     s.add_argument('--tap', required=True)
     s.add_argument('--expect', type=int, required=True, help='requests started')
+    s = sub.add_parser('golden', parents=[common])
+    s.add_argument('--bin', required=True)
+    s.add_argument('--dir', required=True, help='the golden files (tests/golden)')
     s = sub.add_parser('fail', parents=[common])
     s.add_argument('--check', required=True)
     s.add_argument('--figure', required=True)
@@ -550,7 +578,7 @@ def main():
     res = Results(a.results, a.engine, a.api)
     try:
         {'stream': cmd_stream, 'aiperf': cmd_aiperf, 'keepalive': cmd_keepalive,
-         'crash': cmd_crash, 'fail': cmd_fail}[a.cmd](a, res)
+         'crash': cmd_crash, 'golden': cmd_golden, 'fail': cmd_fail}[a.cmd](a, res)
     except (OSError, ValueError, AssertionError, KeyError, subprocess.SubprocessError) as e:
         # A trace the reader refuses, a missing export, a failing analyze: a failed check.
         res.row(f'{a.cmd}-step', False, f'{type(e).__name__}: {str(e)[:200]}')

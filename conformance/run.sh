@@ -147,6 +147,10 @@ wait_ready() {
 check() { "$PY" "$HERE/check.py" --results "$RESULTS" "$@"; }
 fail_row() { check fail --engine "$1" --api "$2" --check "$3" --figure "$4" || true; }
 
+# ---------------------------------------------------------------- the format, read by another reader
+# Every golden file through format/reference/read_trace.py and through `tokentrace inspect`.
+check golden --engine reference-reader --api - --bin "$BIN" --dir "$REPO/tests/golden" || true
+
 # ---------------------------------------------------------------- servers
 declare -A PORT START_AT READY
 LLAMA_SERVER=$CACHE/llama-server/llama-server
