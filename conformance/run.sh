@@ -202,26 +202,36 @@ for e in llama-server llama-cpp-python litellm; do
   fi
 done
 
+# ---------------------------------------------------------------- the tap
+# start_tap NAME ENGINE API ROW: a fresh tap in front of ENGINE, logging into $RUN/NAME.tap.jsonl;
+# sets TAP_PORT and TAP_PID, or fails row ROW and returns 1 when it does not come up in 20 s.
+start_tap() {
+  local name=$1 engine=$2 api=$3 row=$4 deadline
+  TAP_PORT=$(free_port)
+  : > "$RUN/$name.tap.jsonl"
+  start "tap $name" "$RUN/$name.tap.out" "$PY" "$HERE/tap.py" --listen "$TAP_PORT" \
+    --upstream "127.0.0.1:${PORT[$engine]}" --log "$RUN/$name.tap.jsonl"
+  TAP_PID=$STARTED_PID
+  deadline=$((SECONDS + 20))
+  until grep -q listening "$RUN/$name.tap.out" 2>/dev/null; do
+    if [ $SECONDS -ge $deadline ] || ! kill -0 "$TAP_PID" 2>/dev/null; then
+      fail_row "$engine" "$api" "$row" "tap did not start (see $RUN/$name.tap.out)"
+      stop "$TAP_PID"; return 1
+    fi
+    sleep 0.1
+  done
+}
+
 # ---------------------------------------------------------------- recorded through the tap
 # record_through_tap ENGINE API: one tokentrace run through a fresh tap, then its checks.
 record_through_tap() {
   local engine=$1 api=$2 name="$1-$2"
-  local tport trace=$RUN/$name.trace taplog=$RUN/$name.tap.jsonl
+  local trace=$RUN/$name.trace taplog=$RUN/$name.tap.jsonl
   local key_args=() timing_args=()
   [ "$engine" = litellm ] && key_args=(--api-key-env CONFORMANCE_LITELLM_KEY)
   [ "$engine" = llama-server ] && timing_args=(--timings)
-  tport=$(free_port)
-  : > "$taplog"
-  start "tap $name" "$RUN/$name.tap.out" "$PY" "$HERE/tap.py" --listen "$tport" \
-    --upstream "127.0.0.1:${PORT[$engine]}" --log "$taplog"
-  local tap_pid=$STARTED_PID deadline=$((SECONDS + 20))
-  until grep -q listening "$RUN/$name.tap.out" 2>/dev/null; do
-    if [ $SECONDS -ge $deadline ] || ! kill -0 "$tap_pid" 2>/dev/null; then
-      fail_row "$engine" "$api" tap "tap did not start (see $RUN/$name.tap.out)"
-      stop "$tap_pid"; return
-    fi
-    sleep 0.1
-  done
+  start_tap "$name" "$engine" "$api" tap || return
+  local tport=$TAP_PORT tap_pid=$TAP_PID
   log "record $name: $REQUESTS requests, concurrency $CONCURRENCY"
   local rc=0
   # --http 1: the tap speaks HTTP/1.1 only. --capture raw: every event's payload is in the
@@ -328,20 +338,10 @@ fi
 # while both are streaming, and check.py compares what the trace kept (from checkpoints) with
 # what the tap saw before the kill.
 crash_run() {
-  local engine=llama-server name=crash-llama-server tport rc=0
+  local engine=llama-server name=crash-llama-server rc=0
   local trace=$RUN/$name.trace taplog=$RUN/$name.tap.jsonl
-  tport=$(free_port)
-  : > "$taplog"
-  start "tap $name" "$RUN/$name.tap.out" "$PY" "$HERE/tap.py" --listen "$tport" \
-    --upstream "127.0.0.1:${PORT[$engine]}" --log "$taplog"
-  local tap_pid=$STARTED_PID deadline=$((SECONDS + 20))
-  until grep -q listening "$RUN/$name.tap.out" 2>/dev/null; do
-    if [ $SECONDS -ge $deadline ] || ! kill -0 "$tap_pid" 2>/dev/null; then
-      fail_row "$engine" chat kill-9 "tap did not start (see $RUN/$name.tap.out)"
-      stop "$tap_pid"; return
-    fi
-    sleep 0.1
-  done
+  start_tap "$name" "$engine" chat kill-9 || return
+  local tport=$TAP_PORT tap_pid=$TAP_PID deadline
   log "record $name: 2 streams of 400 tokens, SIGKILL after 6 s"
   "$BIN" record --url "http://127.0.0.1:$tport/v1" --model "$MODEL" --api chat --http 1 \
     --requests 2 --concurrency 2 --input-tokens 32 --no-calibrate --max-tokens 400 \
