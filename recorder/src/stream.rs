@@ -265,10 +265,10 @@ impl StreamState {
         if self.any_checkpoint && have == self.checkpointed {
             return;
         }
-        let chunks = std::mem::take(&mut self.record.chunks);
-        let mut record = self.record.clone();
-        self.record.chunks = chunks;
-        record.chunks = self.record.chunks[self.checkpointed..].to_vec();
+        let mut record = RequestRecord {
+            meta: self.record.meta.clone(),
+            chunks: self.record.chunks[self.checkpointed..].to_vec(),
+        };
         record.meta.outcome = Outcome::Interrupted;
         record.meta.error = None;
         record.meta.end_ns = ctx.now_ns();
