@@ -190,13 +190,7 @@ fn a_closed_keep_alive_connection_is_retried_once_on_a_fresh_one() {
     let (_, records) = record_ok(&url, &out, &args);
     assert_eq!(records.len(), 8);
     for r in &records {
-        assert_eq!(
-            r.meta.outcome,
-            Outcome::Ok,
-            "request {}: {:?}",
-            r.meta.id,
-            r.meta.error
-        );
+        assert_ok(r);
         assert!(r.meta.retries <= 1);
     }
     // Every request that found a used connection was sent once more.
@@ -441,12 +435,7 @@ data: [DONE]\n\n";
         "20",
     ];
     let (_, records) = record_ok(&url, &out, &args);
-    assert_eq!(
-        records[0].meta.outcome,
-        Outcome::Ok,
-        "{:?}",
-        records[0].meta.error
-    );
+    assert_ok(&records[0]);
     let c = calibration(&out);
     assert_eq!(c["method"], "usage", "{c}");
     assert_eq!(c["measured_prompt_tokens"], 64, "{c}");

@@ -25,13 +25,7 @@ fn slow_sim() -> SimConfig {
 }
 
 fn assert_complete(r: &RequestRecord) {
-    assert_eq!(
-        r.meta.outcome,
-        Outcome::Ok,
-        "request {}: {:?}",
-        r.meta.id,
-        r.meta.error
-    );
+    assert_ok(r);
     assert_eq!(count(r, Channel::Done), 1);
     assert!(
         r.meta.end_ns >= r.meta.send_ns && r.meta.send_ns >= r.meta.intended_ns.min(r.meta.send_ns)

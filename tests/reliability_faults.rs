@@ -20,13 +20,7 @@ const MAX_TOKENS: u32 = 6;
 
 /// A request that succeeded must be whole: status 200, every token, usage, `[DONE]`.
 fn assert_intact(r: &RequestRecord) {
-    assert_eq!(
-        r.meta.outcome,
-        Outcome::Ok,
-        "request {}: {:?}",
-        r.meta.id,
-        r.meta.error
-    );
+    assert_ok(r);
     assert_eq!(r.meta.error, None);
     assert_eq!(r.meta.http_status, 200);
     assert_eq!(

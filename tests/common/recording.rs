@@ -189,3 +189,14 @@ pub fn record_ok(url: &str, out: &Path, args: &[&str]) -> (TraceReader, Vec<Requ
     record(url, out, args).assert().success();
     super::records_of(out)
 }
+
+/// Fails the test unless `r` ended `ok`, naming the request and its error.
+pub fn assert_ok(r: &RequestRecord) {
+    assert_eq!(
+        r.meta.outcome,
+        tokentrace_format::Outcome::Ok,
+        "request {}: {:?}",
+        r.meta.id,
+        r.meta.error
+    );
+}
