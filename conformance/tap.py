@@ -50,6 +50,19 @@ def parse_head(raw):
     return start, headers
 
 
+def take_head(buf, side):
+    """Removes a complete head (through its blank line) from `buf` and parses it; None while
+    the head is still incomplete."""
+    i = buf.find(b'\r\n\r\n')
+    if i < 0:
+        if len(buf) > HEAD_LIMIT:
+            raise ParseError(f'{side} head too long')
+        return None
+    head = parse_head(bytes(buf[:i]))
+    del buf[:i + 4]
+    return head
+
+
 def header(headers, name):
     for n, v in headers:
         if n == name:
@@ -275,24 +288,16 @@ class Connection:
 
     # ---- client -> server
     def client_bytes(self, data, t):
-        if self.broken:
-            return
-        try:
-            self._client_bytes(data, t)
-        except ParseError as e:
-            self.broken = f'request: {e}'
+        self._parse(self._client_bytes, data, t, 'request')
 
     def _client_bytes(self, data, t):
         self.req_buf += data
         while self.req_buf:
             if self.req_body is None:
-                i = self.req_buf.find(b'\r\n\r\n')
-                if i < 0:
-                    if len(self.req_buf) > HEAD_LIMIT:
-                        raise ParseError('request head too long')
+                head = take_head(self.req_buf, 'request')
+                if head is None:
                     return
-                start, headers = parse_head(bytes(self.req_buf[:i]))
-                del self.req_buf[:i + 4]
+                start, headers = head
                 ex = Exchange(self.cid, self.count, start, headers, t)
                 ex.rec['idle_before_ns'] = (t - self.last_response_end
                                             if self.last_response_end is not None else None)
@@ -316,24 +321,26 @@ class Connection:
 
     # ---- server -> client
     def server_bytes(self, data, t):
+        self._parse(self._server_bytes, data, t, 'response')
+
+    def _parse(self, parse, data, t, side):
+        """Parse a copy of forwarded bytes; the first parse error stops parsing (bytes are
+        still forwarded) and is reported with the connection."""
         if self.broken:
             return
         try:
-            self._server_bytes(data, t)
+            parse(data, t)
         except ParseError as e:
-            self.broken = f'response: {e}'
+            self.broken = f'{side}: {e}'
 
     def _server_bytes(self, data, t):
         self.resp_buf += data
         while self.resp_buf:
             if self.resp_cur is None:
-                i = self.resp_buf.find(b'\r\n\r\n')
-                if i < 0:
-                    if len(self.resp_buf) > HEAD_LIMIT:
-                        raise ParseError('response head too long')
+                head = take_head(self.resp_buf, 'response')
+                if head is None:
                     return
-                start, headers = parse_head(bytes(self.resp_buf[:i]))
-                del self.resp_buf[:i + 4]
+                start, headers = head
                 status = int(start[1]) if len(start) > 1 and start[1].isdigit() else None
                 if status is not None and 100 <= status < 200:
                     continue  # 100 Continue and friends: the real response follows
