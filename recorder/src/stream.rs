@@ -70,7 +70,17 @@ pub struct StreamContext {
     pub checkpoints: Option<(RecordSender, Duration)>,
 }
 
+/// A deadline this far away never fires within a run.
+const NEVER: Duration = Duration::from_secs(365 * 24 * 3600);
+
 impl StreamContext {
+    /// When a request that checkpointed at `from` checkpoints next (never, without
+    /// checkpoints).
+    fn next_checkpoint(&self, from: Instant) -> Instant {
+        let every = self.checkpoints.as_ref().map_or(NEVER, |(_, every)| *every);
+        from.checked_add(every).unwrap_or(from + NEVER)
+    }
+
     /// Nanoseconds from the anchor to now.
     #[inline]
     pub fn now_ns(&self) -> u64 {
@@ -307,8 +317,7 @@ impl StreamState {
 
     fn on_tick(&mut self, ctx: &StreamContext, tick: &mut std::pin::Pin<&mut tokio::time::Sleep>) {
         self.checkpoint(ctx);
-        let every = ctx.checkpoints.as_ref().map_or(Duration::MAX, |(_, d)| *d);
-        tick.as_mut().reset(Instant::now() + every);
+        tick.as_mut().reset(ctx.next_checkpoint(Instant::now()));
     }
 
     /// Keep the first failure: later ones are usually its consequences.
@@ -327,15 +336,14 @@ impl StreamState {
 
     async fn drive(&mut self, ctx: &StreamContext, spec: &RequestSpec) {
         let start = Instant::now();
-        let far = start + Duration::from_secs(365 * 24 * 3600);
+        let far = start + NEVER;
         let total_deadline = ctx.timeout.map_or(far, |t| start + t);
         let ttft_deadline = ctx.ttft_timeout.map(|t| start + t);
         let sleep = tokio::time::sleep_until(
             ttft_deadline.map_or(total_deadline, |d| d.min(total_deadline)),
         );
         tokio::pin!(sleep);
-        let every = ctx.checkpoints.as_ref().map_or(Duration::MAX, |(_, d)| *d);
-        let tick = tokio::time::sleep_until(start.checked_add(every).unwrap_or(far));
+        let tick = tokio::time::sleep_until(ctx.next_checkpoint(start));
         tokio::pin!(tick);
         self.record.meta.send_ns = ctx.now_ns();
         let sent_mono_ns = mono_now_ns();
