@@ -12,7 +12,7 @@ use tokentrace_format::Usage;
 mod json;
 
 /// Text fields kept per event before giving up.
-const MAX_SEGMENTS: usize = 8;
+pub(crate) const MAX_SEGMENTS: usize = 8;
 
 /// Which field a text segment came from.
 #[derive(Clone, Copy)]
