@@ -3,7 +3,8 @@
 //! reports its time and peak resident memory (VmHWM, Linux).
 //!
 //! `cargo bench --bench analyzer -- [--requests N] [--chunks C] [--runs R] [--protocol P] [--threads T]`
-//! (`--protocol decode-only` times the format's block decoding alone, for comparison.)
+//! (`--protocol decode-only` times the format's block decoding alone, for comparison;
+//! `--html` times `tokentrace report`'s page instead of the table and prints its size.)
 //! The trace is cached in the target directory and reused while N and C stay the same.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)] // criterion generates undocumented items; a bench may fail loudly
@@ -26,6 +27,7 @@ struct Settings {
     runs: usize,
     protocol: String,
     threads: usize,
+    html: bool,
 }
 
 fn settings() -> Settings {
@@ -35,11 +37,17 @@ fn settings() -> Settings {
         runs: 3,
         protocol: "capacity-v3".into(),
         threads: 1,
+        html: false,
     };
     let args: Vec<String> = std::env::args().collect();
     let mut i = 1;
     while i < args.len() {
         let value = args.get(i + 1).cloned().unwrap_or_default();
+        if args[i] == "--html" {
+            s.html = true;
+            i += 1;
+            continue;
+        }
         match args[i].as_str() {
             "--requests" => s.requests = value.parse().unwrap_or(s.requests),
             "--chunks" => s.chunks = value.parse().unwrap_or(s.chunks),
@@ -210,27 +218,37 @@ fn decode_only(trace: &Path) {
 }
 
 /// The measured part: load the facts and summarize under the protocol (what `analyze`
-/// prints as its table).
-fn child(trace: &Path, protocol: &str, threads: usize) {
+/// prints as its table, or with `html` what `report` writes).
+fn child(trace: &Path, protocol: &str, threads: usize, html: bool) {
     let protocol = builtin::find(protocol).expect("protocol");
     let options = AnalyzeOptions::default();
     let started = Instant::now();
     let cpu_before = cpu_seconds();
     let facts = FactsOptions {
         threads,
+        keep_gaps: html || analysis::facts_options(&protocol, &options).keep_gaps,
         ..analysis::facts_options(&protocol, &options)
     };
     let dataset = Dataset::load(&[trace.to_path_buf()], facts).expect("load");
     let loaded = started.elapsed().as_secs_f64();
     let analysis = Analysis::new(&protocol, &dataset, &[0], &options);
-    let text = table::render(&analysis, "");
+    let text = if html {
+        let runs = [tokentrace_html::Run {
+            label: "bench".into(),
+            analysis,
+        }];
+        tokentrace_html::traces_report("bench", &runs, None).expect("report")
+    } else {
+        table::render(&analysis, "")
+    };
     let total = started.elapsed().as_secs_f64();
     std::hint::black_box(&text);
     let cpu = cpu_seconds() - cpu_before;
     let (chunks, requests) = (dataset.chunks(), dataset.requests.len());
     println!(
-        "{total} {loaded} {chunks} {requests} {} {cpu}",
-        peak_rss_kib()
+        "{total} {loaded} {chunks} {requests} {} {cpu} {}",
+        peak_rss_kib(),
+        text.len()
     );
 }
 
@@ -244,13 +262,14 @@ fn main() {
         if s.protocol == "decode-only" {
             decode_only(Path::new(&path));
         } else {
-            child(Path::new(&path), &s.protocol, s.threads);
+            child(Path::new(&path), &s.protocol, s.threads, s.html);
         }
         return;
     }
     std::fs::create_dir_all(&dir).expect("bench dir");
     generate(&trace, &s);
     let mut runs: Vec<(f64, f64, u64, u64, u64, f64)> = Vec::new();
+    let mut output_bytes = 0.0;
     for _ in 0..s.runs {
         let out = std::process::Command::new(std::env::current_exe().expect("exe"))
             .args(std::env::args().skip(1))
@@ -262,8 +281,9 @@ fn main() {
             .split_whitespace()
             .filter_map(|x| x.parse().ok())
             .collect();
-        if f.len() == 6 {
+        if f.len() >= 6 {
             runs.push((f[0], f[1], f[2] as u64, f[3] as u64, f[4] as u64, f[5]));
+            output_bytes = f.get(6).copied().unwrap_or(0.0);
         } else {
             eprintln!("child failed: {}", String::from_utf8_lossy(&out.stderr));
         }
@@ -274,8 +294,9 @@ fn main() {
     };
     let peak = runs.iter().map(|r| r.4).max().unwrap_or(0);
     println!(
-        "analyzer/{} threads={}: {} requests, {} chunks; median of {} runs: {:.2} s wall ({:.2} s load+facts), {:.2} s CPU; {:.1} M chunks/s wall, {:.1} M chunks/s per CPU-second; peak RSS {:.0} MiB; all runs: {:?}",
+        "analyzer/{}{} threads={}: {} requests, {} chunks; median of {} runs: {:.2} s wall ({:.2} s load+facts), {:.2} s CPU; {:.1} M chunks/s wall, {:.1} M chunks/s per CPU-second; peak RSS {:.0} MiB; output {:.0} KiB; all runs: {:?}",
         s.protocol,
+        if s.html { " --html" } else { "" },
         s.threads,
         requests,
         chunks,
@@ -286,6 +307,7 @@ fn main() {
         chunks as f64 / total / 1e6,
         chunks as f64 / cpu.max(1e-9) / 1e6,
         peak as f64 / 1024.0,
+        output_bytes / 1024.0,
         runs.iter().map(|r| format!("{:.2}s", r.0)).collect::<Vec<_>>()
     );
 }

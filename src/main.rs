@@ -29,6 +29,10 @@ enum Command {
     Diff(cmd::diff::Args),
     /// Import another tool's raw export (AIPerf, vllm bench serve) as a trace.
     Import(cmd::import::Args),
+    /// Write one self-contained HTML report of traces (or a capacity search directory).
+    Report(cmd::report::Args),
+    /// Export traces for other tools: a Parquet dataset, or a Perfetto timeline.
+    Export(cmd::export::Args),
     /// Copy a trace without its captured text, payloads and unsafe header values.
     Redact(cmd::redact::Args),
     /// Show a trace's header, manifest, counts and integrity.
@@ -87,6 +91,8 @@ fn main() -> std::process::ExitCode {
         Command::Import(args) => cmd::import::run(args),
         Command::Inspect(args) => cmd::inspect::run(args),
         Command::Redact(args) => cmd::redact::run(args),
+        Command::Report(args) => cmd::report::run(args),
+        Command::Export(args) => cmd::export::run(args),
         Command::Sim(args) => cmd::sim::run(args),
     };
     match result {

@@ -160,16 +160,7 @@ fn diff_flags_a_ttft_regression_and_not_the_unchanged_gaps() {
 fn protocols_lists_and_prints_every_definition() {
     let out = tokentrace().arg("protocols").output().unwrap();
     let list = String::from_utf8(out.stdout).unwrap();
-    for name in [
-        "tokentrace-v1",
-        "capacity-v3",
-        "capacity-v4-reasoning",
-        "aiperf",
-        "aiperf-0.10",
-        "vllm",
-        "sglang",
-        "guidellm",
-    ] {
+    for name in common::BUILTIN_PROTOCOLS {
         assert!(
             list.lines().any(|l| l.starts_with(name)),
             "{name} missing from\n{list}"

@@ -217,7 +217,7 @@ fn finds_the_predicted_knee_and_reanalysis_reproduces_it() {
     assert_eq!(reanalyze(&dir, &[], &[]), written);
     let via_analyze = Command::cargo_bin("tokentrace")
         .unwrap()
-        .args(["analyze", "--capacity"])
+        .args(["analyze", "--format", "json", "--capacity"])
         .arg(&dir)
         .timeout(Duration::from_secs(60))
         .assert()

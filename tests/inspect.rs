@@ -54,12 +54,37 @@ fn inspect_reports_a_finished_trace() {
         .unwrap();
     assert!(output.status.success());
     let text = String::from_utf8(output.stdout).unwrap();
-    assert!(text.contains("integrity:   ok"), "{text}");
+    let lines = words(&text);
+    assert!(lines.contains(&"integrity: ok".to_string()), "{text}");
     assert!(
-        text.contains("requests:    6 (5 measured, 0 retried on a fresh connection)"),
+        lines.contains(&"requests: 6 5 measured, 0 retried on a fresh connection".to_string()),
         "{text}"
     );
-    assert!(text.contains("blocks:      3"), "{text}");
+    assert!(lines.contains(&"blocks: 3".to_string()), "{text}");
+    // Wall-clock times are dates, durations and sizes have units, counts line up.
+    assert!(
+        lines.contains(&"started: 2025-11-29T00:00:00Z".to_string()),
+        "{text}"
+    );
+    assert!(
+        text.contains("run end:        completed at 2025-11-29T00:00:01Z (1.000 s after"),
+        "{text}"
+    );
+    assert!(
+        text.contains("time span:      300.1 ms, 2025-11-29T00:00:00Z to"),
+        "{text}"
+    );
+    assert!(text.contains("finished.trace (1.457 KiB)"), "{text}");
+    // Blocks (3) and chunks (44) end in the same column.
+    let end = |key: &str| text.lines().find(|l| l.starts_with(key)).map(str::len);
+    assert_eq!(end("blocks:"), end("chunks:"), "{text}");
+}
+
+/// Each line of `text` with its runs of spaces collapsed to one.
+fn words(text: &str) -> Vec<String> {
+    text.lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
 }
 
 #[test]
@@ -161,5 +186,8 @@ fn inspect_names_an_unknown_host_of_an_imported_run() {
         String::from_utf8_lossy(&output.stderr)
     );
     let text = String::from_utf8(output.stdout).unwrap();
-    assert!(text.contains("host:        unknown (shard 0)"), "{text}");
+    assert!(
+        words(&text).contains(&"host: unknown (shard 0)".to_string()),
+        "{text}"
+    );
 }

@@ -280,11 +280,15 @@ pub fn aggregates(protocol: &Protocol, rows: &dyn Rows, run: &RunContext) -> Vec
                         Value::Null
                     } else {
                         let good = met.iter().filter(|&&ok| ok).count();
-                        json!({
-                            "good_requests": good,
-                            "good_fraction": number(Some(good as f64 / run.completed.max(1) as f64)),
-                            "requests_per_s": per_second(good as f64),
-                        })
+                        let [(requests, _), (fraction, _), (rate, _)] = GOODPUT_FIELDS;
+                        let mut fields = Map::new();
+                        fields.insert(requests.into(), json!(good));
+                        fields.insert(
+                            fraction.into(),
+                            number(Some(good as f64 / run.completed.max(1) as f64)),
+                        );
+                        fields.insert(rate.into(), per_second(good as f64));
+                        Value::Object(fields)
                     }
                 }
                 Aggregate::MeanRatio { num, den } => {
@@ -317,6 +321,52 @@ pub fn aggregates(protocol: &Protocol, rows: &dyn Rows, run: &RunContext) -> Vec
             (def.key.clone(), value)
         })
         .collect()
+}
+
+/// The fields of the goodput aggregate's object, in report order, with the unit of each as
+/// tables show it.
+pub const GOODPUT_FIELDS: [(&str, &str); 3] = [
+    ("good_requests", "requests"),
+    ("good_fraction", "ratio"),
+    ("requests_per_s", "req/s"),
+];
+
+/// What a count counts, as tables name its unit: `tokens` or `chunks`.
+pub fn count_unit(count: Count) -> &'static str {
+    match count {
+        Count::OutputTokens
+        | Count::PromptTokens
+        | Count::CachedTokens
+        | Count::ReasoningTokens
+        | Count::PlannedInputTokens
+        | Count::InputTokens
+        | Count::TotalTokens => "tokens",
+        Count::ContentChunks | Count::ReasoningChunks | Count::OutputChunks | Count::AllChunks => {
+            "chunks"
+        }
+    }
+}
+
+/// The unit of an aggregate's value as tables show it, from how the value is computed;
+/// empty for a value that is not a number (an object, or always null). The fields of the
+/// goodput object have theirs in [`GOODPUT_FIELDS`]; token sources count requests.
+pub fn aggregate_unit(value: &Aggregate) -> &'static str {
+    match value {
+        Aggregate::Sum { count } => count_unit(*count),
+        Aggregate::PerWallSecond { count } => match count_unit(*count) {
+            "tokens" => "tok/s",
+            _ => "chunks/s",
+        },
+        Aggregate::Samples { .. }
+        | Aggregate::TokenSources
+        | Aggregate::Completed
+        | Aggregate::Failed => "requests",
+        Aggregate::RequestThroughput | Aggregate::GoodputRate => "req/s",
+        Aggregate::MeanRatio { .. } => "ratio",
+        Aggregate::WallClockMs => "ms",
+        Aggregate::WallClockS => "s",
+        Aggregate::Goodput | Aggregate::ClientHealth | Aggregate::Null => "",
+    }
 }
 
 /// `{source: requests}` in the order sources are first seen by kind.

@@ -9,8 +9,10 @@ use crate::error::CapacityError;
 use crate::judge::Judge;
 use crate::manifest::SearchManifest;
 use crate::metrics::TrialMetrics;
-use crate::report::{build_report, RecordedLevel, TrialData, WorkloadData};
-use crate::slo::{self, Slo};
+use crate::report::{
+    build_report, judge_levels, Judgement, RecordedLevel, TrialData, WorkloadData,
+};
+use crate::slo::{self, Slo, TrialSlo};
 use crate::workload::Workload;
 use serde_json::Value;
 use std::path::Path;
@@ -137,13 +139,37 @@ fn numbered(name: &str, prefix: &str, suffix: &str) -> Option<u32> {
     digits.parse().ok().filter(|n| *n > 0)
 }
 
-/// Rebuilds the report of the search in `dir` under `protocol` and `slos` (the search's own
+/// A recorded search measured and judged under a protocol and SLOs: what the report, the
+/// terminal table and the HTML page are built from.
+#[derive(Debug, Clone)]
+pub struct SearchView {
+    /// The search's manifest (its protocol replaced when another was asked for).
+    pub manifest: SearchManifest,
+    /// The SLOs in force, resolved.
+    pub slos: Vec<TrialSlo>,
+    /// Every recorded level of every workload.
+    pub workloads: Vec<WorkloadData>,
+}
+
+impl SearchView {
+    /// The bracket of workload `w`.
+    pub fn judgement(&self, w: usize) -> Judgement {
+        judge_levels(&self.workloads[w].levels, &self.manifest)
+    }
+
+    /// The capacity report (the shape of fixtures/capacity-slo-report.json).
+    pub fn report(&self) -> Value {
+        build_report(&self.manifest, &self.slos, &self.workloads)
+    }
+}
+
+/// Measures and judges the search in `dir` under `protocol` and `slos` (the search's own
 /// when None).
-pub fn reanalyze(
+pub fn search_view(
     dir: &Path,
     protocol: Option<&str>,
     slos: Option<&[Slo]>,
-) -> Result<Value, CapacityError> {
+) -> Result<SearchView, CapacityError> {
     let mut manifest = SearchManifest::load(dir)?;
     if let Some(p) = protocol {
         manifest.protocol = p.to_string();
@@ -161,7 +187,21 @@ pub fn reanalyze(
             levels: scan_levels(dir, workload, &judge)?,
         });
     }
-    Ok(build_report(&manifest, &described, &workloads))
+    Ok(SearchView {
+        manifest,
+        slos: described,
+        workloads,
+    })
+}
+
+/// Rebuilds the report of the search in `dir` under `protocol` and `slos` (the search's own
+/// when None).
+pub fn reanalyze(
+    dir: &Path,
+    protocol: Option<&str>,
+    slos: Option<&[Slo]>,
+) -> Result<Value, CapacityError> {
+    Ok(search_view(dir, protocol, slos)?.report())
 }
 
 #[cfg(test)]

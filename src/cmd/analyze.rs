@@ -39,6 +39,10 @@ pub struct Args {
     /// Protocol name (see `tokentrace protocols`).
     #[arg(long, short = 'p')]
     pub protocol: Option<String>,
+    /// A second protocol: show the run under --protocol (A) and this one (B) side by side,
+    /// metric pairs with both definitions and how far each statistic moves (table or json).
+    #[arg(long, value_name = "PROTOCOL", conflicts_with = "capacity")]
+    pub versus: Option<String>,
     /// A TOML file defining a protocol (see docs/PROTOCOLS.md, "Your own protocol").
     #[arg(long)]
     pub protocol_file: Option<PathBuf>,
@@ -74,7 +78,16 @@ pub struct Args {
 /// Runs `tokentrace analyze`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(dir) = &args.capacity {
-        return super::capacity::reanalyze_command(dir, args.protocol.as_deref(), &args.slos);
+        let table = match args.format {
+            Format::Table => true,
+            Format::Json => false,
+            Format::Csv | Format::Jsonl => {
+                anyhow::bail!("--capacity prints a table or the report's JSON: --format table|json")
+            }
+        };
+        let (protocol, output) = (args.protocol.as_deref(), args.output.as_deref());
+        super::capacity::print_search(dir, protocol, &args.slos, table, output)?;
+        return Ok(ExitCode::SUCCESS);
     }
     let protocol = builtin::resolve(args.protocol.as_deref(), args.protocol_file.as_deref())?;
     let group_by = GroupBy::parse(&args.group_by).map_err(anyhow::Error::msg)?;
@@ -88,6 +101,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         for warning in &trace.warnings {
             eprintln!("warning: {}: {warning}", trace.path.display());
         }
+    }
+    if let Some(b) = &args.versus {
+        return versus(&args, &protocol, &options, &dataset, b);
     }
     let mut out: Box<dyn Write> = match &args.output {
         Some(path) => Box::new(std::io::BufWriter::new(
@@ -113,6 +129,48 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         &mut out,
     )?;
     out.flush().context("writing the report")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `analyze --versus B`: the traces under the main protocol and under B, side by side.
+fn versus(
+    args: &Args,
+    protocol: &Protocol,
+    options: &AnalyzeOptions,
+    dataset: &Dataset,
+    b: &str,
+) -> anyhow::Result<ExitCode> {
+    if args.group_by != "all" {
+        anyhow::bail!("--versus compares all traces together; leave out --group-by");
+    }
+    let protocol_b = builtin::resolve(Some(b), None)?;
+    let options_b = self::options(&protocol_b, &[], args.include_warmup)?;
+    let facts_b = FactsOptions {
+        threads: args.threads.unwrap_or_else(default_threads),
+        ..analysis::facts_options(&protocol_b, &options_b)
+    };
+    let dataset_b = Dataset::load(&args.traces, facts_b)?;
+    let all: Vec<u32> = (0..dataset.traces.len() as u32).collect();
+    let a = Analysis::new(protocol, dataset, &all, options);
+    let bb = Analysis::new(&protocol_b, &dataset_b, &all, &options_b);
+    let compared = tokentrace_analyzer::versus::versus(&a, &bb);
+    let text = match args.format {
+        Format::Table => report::versus::render(&compared, protocol, &protocol_b),
+        Format::Json => {
+            let mut text = serde_json::to_string_pretty(&compared.to_json(protocol, &protocol_b))?;
+            text.push('\n');
+            text
+        }
+        Format::Csv | Format::Jsonl => {
+            anyhow::bail!("--versus prints a table or json (--format table|json)")
+        }
+    };
+    match &args.output {
+        Some(path) => {
+            std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?
+        }
+        None => std::io::stdout().lock().write_all(text.as_bytes())?,
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,12 +1,14 @@
 //! `tokentrace capacity`: the highest concurrency that meets the SLOs, per workload; or, with
 //! `--reanalyze DIR`, the report of a recorded search rebuilt offline (under other SLOs too).
 
+use super::capacity_table as table;
 use anyhow::{bail, Context};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 use tokentrace_capacity::manifest::{experiment_from_labels, REPORT_FILE};
+use tokentrace_capacity::reanalyze::search_view;
 use tokentrace_capacity::report::to_pretty_string;
 use tokentrace_capacity::search::{Bracket, SearchObserver, TrialSpec};
 use tokentrace_capacity::{
@@ -117,10 +119,40 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let config = config_from(args)?;
     let mut progress = Progress;
-    let report = run_capacity(&config, &mut progress)?;
-    print_summary(&report);
+    run_capacity(&config, &mut progress)?;
+    // The summary is the table `analyze --capacity DIR` prints, rebuilt from the directory
+    // the search just wrote, so the two never differ.
+    print_search(&config.dir, None, &[], true, None)?;
     eprintln!("report: {}", config.dir.join(REPORT_FILE).display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// `analyze --capacity DIR`: the search in `dir` judged under `protocol` and the SLO specs
+/// (the search's own when absent/empty), as a table for people or as the report's JSON
+/// (exactly what the search wrote to report.json under its own SLOs), to `output` or
+/// standard output.
+pub fn print_search(
+    dir: &Path,
+    protocol: Option<&str>,
+    slo_specs: &[String],
+    table: bool,
+    output: Option<&Path>,
+) -> anyhow::Result<()> {
+    let slos = slo_list(slo_specs)?;
+    let given = (!slos.is_empty()).then_some(slos.as_slice());
+    let view = search_view(dir, protocol, given)?;
+    let text = if table {
+        table::render(&view, tokentrace_analyzer::report::table::terminal_width())
+    } else {
+        to_pretty_string(&view.report())
+    };
+    match output {
+        Some(path) => {
+            std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?
+        }
+        None => std::io::stdout().lock().write_all(text.as_bytes())?,
+    }
+    Ok(())
 }
 
 /// Prints the report of the search in `dir`, rebuilt under `protocol` and `slos` (the
@@ -267,26 +299,5 @@ impl SearchObserver for Progress {
             if passed { "passed" } else { "FAILED" },
             bracket_text(bracket)
         );
-    }
-}
-
-fn print_summary(report: &serde_json::Value) {
-    let empty = Vec::new();
-    let workloads = report["workloads"].as_array().unwrap_or(&empty);
-    println!(
-        "{:<12} {:>16} {:>16}",
-        "workload", "max passing", "first failing"
-    );
-    for w in workloads {
-        let show = |v: &serde_json::Value| v.as_u64().map_or("-".to_string(), |c| c.to_string());
-        println!(
-            "{:<12} {:>16} {:>16}",
-            w["label"].as_str().unwrap_or("?"),
-            show(&w["maximum_passing_concurrency"]),
-            show(&w["first_failing_concurrency"])
-        );
-        if let Some(why) = w["unresolved"].as_str() {
-            println!("  unresolved: {why}");
-        }
     }
 }

@@ -92,6 +92,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         traces: vec![args.output.clone()],
         capacity: None,
         protocol: Some(args.protocol.clone()),
+        versus: None,
         protocol_file: None,
         format: analyze::Format::Table,
         output: None,
@@ -108,6 +109,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     println!("  tokentrace analyze {trace} --protocol capacity-v4-reasoning --format json");
     println!("  tokentrace analyze {trace} --protocol aiperf");
     println!("  tokentrace analyze {trace} --protocol vllm");
+    println!("  tokentrace analyze {trace} --protocol capacity-v3 --versus aiperf");
+    println!("  tokentrace report {trace} -o report.html     # open it in a browser");
     println!("  tokentrace inspect {trace}");
     println!("  tokentrace protocols            # every protocol and its definitions");
     Ok(ExitCode::SUCCESS)

@@ -9,7 +9,8 @@ use tokentrace_analyzer::analysis::{self, Analysis};
 use tokentrace_analyzer::compare::{self, CompareOptions, FailureChange, MetricChange};
 use tokentrace_analyzer::dataset::{Dataset, TraceInfo};
 use tokentrace_analyzer::protocol::builtin;
-use tokentrace_format::clock::utc_text;
+use tokentrace_analyzer::report::table::{number, terminal_width, Align, Grid};
+use tokentrace_format::clock::utc_iso8601;
 
 /// Arguments of `tokentrace diff`.
 #[derive(clap::Args)]
@@ -126,7 +127,7 @@ fn run_label(trace: &TraceInfo) -> String {
     let mut label = trace.label.clone();
     let mut facts = Vec::new();
     if m.start_realtime_ns > 0 {
-        facts.push(format!("started {}", utc_text(m.start_realtime_ns)));
+        facts.push(format!("started {}", utc_iso8601(m.start_realtime_ns)));
     }
     if !m.model.is_empty() {
         facts.push(format!("model {}", m.model));
@@ -149,19 +150,15 @@ fn run_json(trace: &TraceInfo) -> serde_json::Value {
     })
 }
 
+/// The comparison for people: the failure rates, then one row per metric with its unit,
+/// both medians and the interval of their difference in [`number::DIGITS`] significant
+/// digits, the change in percent, the test's p value and the verdict.
 fn table(
     protocol: &str,
     failures: &FailureChange,
     changes: &[MetricChange],
     confidence: f64,
 ) -> String {
-    let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
-    let width = changes
-        .iter()
-        .map(|c| c.metric.len())
-        .max()
-        .unwrap_or(6)
-        .max(6);
     let mut s = format!("protocol {protocol}\n");
     let (ra, rb) = failures.rates();
     let pct = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{:.1}%", r * 100.0));
@@ -171,33 +168,33 @@ fn table(
         "within noise".into()
     };
     s += &format!(
-        "failed: A {} of {} ({}), B {} of {} ({}), p {} · {verdict}\n",
+        "failed: A {} of {} ({}), B {} of {} ({}), p {} · {verdict}\n\n",
         failures.failed.0,
         failures.total.0,
         pct(ra),
         failures.failed.1,
         failures.total.1,
         pct(rb),
-        failures
-            .p_value
-            .map_or("-".to_string(), |p| format!("{p:.4}")),
+        p_value(failures.p_value),
     );
-    s += &format!(
-        "{:<width$} {:>11} {:>11} {:>9} {:>25} {:>9}  verdict\n",
-        "metric",
-        "median A",
-        "median B",
-        "change",
-        format!("{:.0}% CI of B-A", confidence * 100.0),
-        "p (MWU)"
-    );
+    let ci = format!("{:.0}% CI of B-A", confidence * 100.0);
+    let mut grid = Grid::new(&[
+        ("metric", Align::Left),
+        ("unit", Align::Left),
+        ("median A", Align::Right),
+        ("median B", Align::Right),
+        ("change", Align::Right),
+        (ci.as_str(), Align::Right),
+        ("p (MWU)", Align::Right),
+        ("verdict", Align::Left),
+    ]);
     for c in changes {
         let change = c
             .median_change_pct()
             .map_or("-".to_string(), |p| format!("{p:+.1}%"));
-        let ci = c
-            .median_diff_ci
-            .map_or("-".to_string(), |(lo, hi)| format!("[{lo:.3}, {hi:.3}]"));
+        let interval = c.median_diff_ci.map_or("-".to_string(), |(lo, hi)| {
+            format!("[{}, {}]", number::value(Some(lo)), number::value(Some(hi)))
+        });
         let verdict = if c.samples.0 == 0 || c.samples.1 == 0 {
             "no samples on one side".into()
         } else if c.beyond_noise {
@@ -205,15 +202,28 @@ fn table(
         } else {
             "within noise".into()
         };
-        s += &format!(
-            "{:<width$} {:>11} {:>11} {:>9} {:>25} {:>9}  {verdict}\n",
-            c.metric,
-            fmt(c.median.0),
-            fmt(c.median.1),
+        grid.push(vec![
+            c.metric.clone(),
+            c.unit.clone(),
+            number::value(c.median.0),
+            number::value(c.median.1),
             change,
-            ci,
-            c.p_value.map_or("-".to_string(), |p| format!("{p:.4}")),
-        );
+            interval,
+            p_value(c.p_value),
+            verdict,
+        ]);
     }
+    // Metric and unit start every row; what does not fit beside them is stacked below.
+    s += &grid.render_split(2, terminal_width());
+    s.push('\n');
     s
+}
+
+/// A p value to four decimals, or `<0.0001` below them (a smaller one tells nothing more).
+fn p_value(p: Option<f64>) -> String {
+    match p {
+        None => "-".to_string(),
+        Some(p) if p < 0.0001 => "<0.0001".to_string(),
+        Some(p) => format!("{p:.4}"),
+    }
 }

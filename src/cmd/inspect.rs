@@ -7,6 +7,8 @@ use anyhow::Context;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use tokentrace_analyzer::report::table::{number, terminal_width, Align, Grid};
+use tokentrace_format::clock::utc_iso8601;
 use tokentrace_format::{DecodedBlock, Integrity, Phase, TraceReader};
 
 /// Arguments of `tokentrace inspect`.
@@ -133,74 +135,137 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        let m = reader.manifest();
-        println!("file:        {} ({file_bytes} bytes)", args.file.display());
-        println!("format:      {}.{}", header.major, header.minor);
-        // Imported runs know neither the client host nor (vLLM) the server URL.
-        let or_unknown = |s: &str| {
-            if s.is_empty() {
-                "unknown".to_string()
-            } else {
-                s.to_string()
-            }
-        };
-        println!(
-            "host:        {} (shard {})",
-            or_unknown(&header.host),
-            header.shard
+        print!(
+            "{}",
+            text(&args.file, file_bytes, &reader, &totals, &summary)
         );
-        println!(
-            "clock:       monotonic {} ns = realtime {} ns",
-            header.anchor.mono_ns, header.anchor.realtime_ns
-        );
-        println!("tool:        {}", m.tool_version);
-        println!(
-            "target:      {} {} model {}",
-            m.api,
-            or_unknown(&m.base_url),
-            m.model
-        );
-        println!("seed:        {}", m.seed);
-        if !m.argv.is_empty() {
-            println!("command:     {}", m.argv.join(" "));
-        }
-        for (key, value) in &m.labels {
-            println!("label:       {key}={value}");
-        }
-        match reader.run_end() {
-            Some(end) => println!("run end:     {} at {} ns", end.reason, end.end_ns),
-            None => println!("run end:     none (the writer did not finish)"),
-        }
-        println!("blocks:      {}", reader.block_count());
-        println!(
-            "requests:    {} ({} measured, {} retried on a fresh connection)",
-            totals.requests, totals.measured, totals.retried
-        );
-        if totals.interrupted > 0 {
-            println!(
-                "interrupted: {} still streaming when the recorder stopped (from checkpoints)",
-                totals.interrupted
-            );
-        }
-        println!("chunks:      {}", totals.chunks);
-        if let (Some(a), Some(b), Some(s)) = (totals.first_send_ns, totals.last_end_ns, span_s) {
-            println!("time span:   {a} .. {b} ns ({s:.3} s)");
-        }
-        println!("integrity:   {summary}");
-        for s in reader.integrity().skipped() {
-            let kind = if s.corrupt { "damage" } else { "incomplete" };
-            println!(
-                "  skipped:   offset {}, {} bytes, block {} ({kind}): {}",
-                s.offset, s.len, s.block, s.reason
-            );
-        }
-        for (block, err) in &totals.undecodable {
-            println!("  skipped:   block {block} (damage): {err}");
-        }
     }
     Ok(if word == "corrupt" {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The text report: one fact per line, named in the first column; counts stand right-aligned
+/// in the second so their digits line up, everything else (dates in UTC, durations and
+/// sizes with units) in the third.
+fn text(
+    file: &std::path::Path,
+    file_bytes: u64,
+    reader: &TraceReader,
+    totals: &Totals,
+    integrity: &str,
+) -> String {
+    let header = reader.header();
+    let m = reader.manifest();
+    let anchor = header.anchor;
+    let mut grid = Grid::headless(&[Align::Left, Align::Right, Align::Left]);
+    let mut fact = |key: &str, value: String| grid.push(vec![key.into(), String::new(), value]);
+    let (size, unit) = number::bytes(file_bytes);
+    fact("file:", format!("{} ({size} {unit})", file.display()));
+    fact("format:", format!("{}.{}", header.major, header.minor));
+    // Imported runs know neither the client host nor (vLLM) the server URL.
+    let or_unknown = |s: &str| {
+        if s.is_empty() {
+            "unknown".to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    fact(
+        "host:",
+        format!("{} (shard {})", or_unknown(&header.host), header.shard),
+    );
+    fact(
+        "clock:",
+        format!(
+            "event times count from {} (monotonic clock at {})",
+            utc_iso8601(anchor.realtime_ns),
+            number::duration_text(anchor.mono_ns as f64)
+        ),
+    );
+    fact("tool:", m.tool_version.clone());
+    fact(
+        "target:",
+        format!("{} {} model {}", m.api, or_unknown(&m.base_url), m.model),
+    );
+    fact("seed:", m.seed.to_string());
+    if !m.argv.is_empty() {
+        fact("command:", m.argv.join(" "));
+    }
+    for (key, value) in &m.labels {
+        fact("label:", format!("{key}={value}"));
+    }
+    if m.start_realtime_ns > 0 {
+        fact("started:", utc_iso8601(m.start_realtime_ns));
+    }
+    match reader.run_end() {
+        Some(end) => {
+            let at = match end.end_realtime_ns {
+                0 => anchor.to_realtime_ns(end.end_ns),
+                ns => ns,
+            };
+            fact(
+                "run end:",
+                format!(
+                    "{} at {} ({} after the clock anchor)",
+                    end.reason,
+                    utc_iso8601(at),
+                    number::duration_text(end.end_ns as f64)
+                ),
+            );
+        }
+        None => fact("run end:", "none (the writer did not finish)".into()),
+    }
+    if let (Some(a), Some(b)) = (totals.first_send_ns, totals.last_end_ns) {
+        fact(
+            "time span:",
+            format!(
+                "{}, {} to {} (first send to last end)",
+                number::duration_text(b.saturating_sub(a) as f64),
+                utc_iso8601(anchor.to_realtime_ns(a)),
+                utc_iso8601(anchor.to_realtime_ns(b))
+            ),
+        );
+    }
+    let mut count = |key: &str, n: u64, detail: String| {
+        grid.push(vec![key.into(), n.to_string(), detail]);
+    };
+    count("blocks:", reader.block_count() as u64, String::new());
+    count(
+        "requests:",
+        totals.requests,
+        format!(
+            "{} measured, {} retried on a fresh connection",
+            totals.measured, totals.retried
+        ),
+    );
+    if totals.interrupted > 0 {
+        count(
+            "interrupted:",
+            totals.interrupted,
+            "still streaming when the recorder stopped (from checkpoints)".into(),
+        );
+    }
+    count("chunks:", totals.chunks, String::new());
+    let mut fact = |key: &str, value: String| grid.push(vec![key.into(), String::new(), value]);
+    fact("integrity:", integrity.to_string());
+    for s in reader.integrity().skipped() {
+        let kind = if s.corrupt { "damage" } else { "incomplete" };
+        let (len, unit) = number::bytes(s.len);
+        fact(
+            "skipped:",
+            format!(
+                "block {} ({kind}), {len} {unit} at offset {}: {}",
+                s.block, s.offset, s.reason
+            ),
+        );
+    }
+    for (block, err) in &totals.undecodable {
+        fact("skipped:", format!("block {block} (damage): {err}"));
+    }
+    let mut out = grid.render(terminal_width());
+    out.push('\n');
+    out
 }

@@ -2,11 +2,14 @@
 
 pub mod analyze;
 pub mod capacity;
+pub mod capacity_table;
 pub mod demo;
 pub mod diff;
+pub mod export;
 pub mod import;
 pub mod inspect;
 pub mod protocols;
 pub mod record;
 pub mod redact;
+pub mod report;
 pub mod sim;

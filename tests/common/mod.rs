@@ -4,6 +4,8 @@
 //! for a self-signed TLS front. Each test binary uses a part of it, hence `dead_code` allowed.
 #![allow(dead_code)]
 
+pub mod browser;
+pub mod python_tools;
 pub mod recording;
 pub mod servers;
 pub mod tls;
@@ -12,6 +14,30 @@ use assert_cmd::Command;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use tokentrace_format::{RequestRecord, TraceReader};
+
+/// The built-in protocols in `tokentrace protocols` order: a test that covers each one
+/// compares this list with the crate's, so a new protocol cannot go unpinned.
+pub const BUILTIN_PROTOCOLS: [&str; 8] = [
+    "tokentrace-v1",
+    "capacity-v3",
+    "capacity-v4-reasoning",
+    "aiperf",
+    "aiperf-0.10",
+    "vllm",
+    "sglang",
+    "guidellm",
+];
+
+/// Runs `command`, asserts it was refused with status 2 and an error naming `--force`, and
+/// returns its stderr: what every command that would overwrite a file does without `--force`.
+#[track_caller]
+pub fn refused_without_force(command: &mut Command) -> String {
+    let out = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--force"), "{stderr}");
+    stderr
+}
 
 /// The fixtures directory, `tests/fixtures` (copies of the real reports and exports the
 /// project's reference set holds; see its README).

@@ -262,6 +262,62 @@ pub struct MetricDef {
     /// The methodology sentence, when the generated one is not what the protocol says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// What the metric stands for across protocols, whatever its name and definition here
+    /// (`analyze --versus` pairs metrics by it; the HTML report draws its distributions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concept: Option<Concept>,
+}
+
+/// What a metric stands for, shared by protocols that name and define it differently (e.g.
+/// capacity-v3 `ttft_ms` from send to the first content delta, AIPerf `time_to_first_token` to
+/// the first output delta: both are the protocol's time to first token).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Concept {
+    /// The protocol's time to first token.
+    Ttft,
+    /// Time from the first to the second token.
+    Ttst,
+    /// Time per output token of one request.
+    Tpot,
+    /// Inter-token latency per gap between chunks (pooled over requests).
+    Itl,
+    /// A request's end-to-end latency.
+    E2e,
+    /// Output tokens per second of one request.
+    DecodeRate,
+    /// Output tokens of one request.
+    OutputTokens,
+    /// Prompt tokens of one request.
+    PromptTokens,
+}
+
+impl Concept {
+    /// Every concept, in the order reports show them.
+    pub const ALL: [Concept; 8] = [
+        Concept::Ttft,
+        Concept::Ttst,
+        Concept::Tpot,
+        Concept::Itl,
+        Concept::E2e,
+        Concept::DecodeRate,
+        Concept::OutputTokens,
+        Concept::PromptTokens,
+    ];
+
+    /// The name a reader sees.
+    pub fn title(self) -> &'static str {
+        match self {
+            Concept::Ttft => "TTFT",
+            Concept::Ttst => "TTST",
+            Concept::Tpot => "TPOT",
+            Concept::Itl => "ITL",
+            Concept::E2e => "E2E latency",
+            Concept::DecodeRate => "decode rate",
+            Concept::OutputTokens => "output tokens",
+            Concept::PromptTokens => "prompt tokens",
+        }
+    }
 }
 
 /// A per-request weight: `count - minus` (requests with weight 0 drop out).

@@ -5,6 +5,7 @@ pub mod flat;
 pub mod nested;
 pub mod requests;
 pub mod table;
+pub mod versus;
 
 use crate::analysis::Analysis;
 use crate::facts::RequestFacts;
