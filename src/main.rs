@@ -35,6 +35,8 @@ enum Command {
     Export(cmd::export::Args),
     /// Copy a trace without its captured text, payloads and unsafe header values.
     Redact(cmd::redact::Args),
+    /// Merge the shard traces of one sharded run into one trace on one clock.
+    Merge(cmd::merge::Args),
     /// Show a trace's header, manifest, counts and integrity.
     Inspect(cmd::inspect::Args),
     /// Run the OpenAI-compatible engine simulator.
@@ -90,6 +92,7 @@ fn main() -> std::process::ExitCode {
         Command::Diff(args) => cmd::diff::run(args),
         Command::Import(args) => cmd::import::run(args),
         Command::Inspect(args) => cmd::inspect::run(args),
+        Command::Merge(args) => cmd::merge::run(args),
         Command::Redact(args) => cmd::redact::run(args),
         Command::Report(args) => cmd::report::run(args),
         Command::Export(args) => cmd::export::run(args),

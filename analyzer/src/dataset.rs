@@ -60,6 +60,7 @@ impl Dataset {
         for path in paths {
             dataset.add_trace(path, options)?;
         }
+        crate::run_shards::align(&mut dataset);
         dataset.finish();
         Ok(dataset)
     }

@@ -211,6 +211,27 @@ pub struct RequestFacts {
 }
 
 impl RequestFacts {
+    /// Moves every time by `offset_ns` (a shard's times onto its run's clock).
+    pub fn shift(&mut self, offset_ns: i64) {
+        let at = |t: u64| tokentrace_format::shards::shift(t, offset_ns);
+        self.intended_ns = at(self.intended_ns);
+        self.send_ns = at(self.send_ns);
+        self.end_ns = at(self.end_ns);
+        for t in [
+            &mut self.headers_ns,
+            &mut self.first_reasoning_ns,
+            &mut self.first_content_ns,
+            &mut self.first_output_ns,
+            &mut self.second_output_ns,
+            &mut self.last_content_ns,
+            &mut self.last_output_ns,
+            &mut self.first_choice_ns,
+            &mut self.last_choice_ns,
+        ] {
+            *t = t.map(at);
+        }
+    }
+
     /// Output chunks: non-empty reasoning plus non-empty content (tool calls included when
     /// they are output).
     pub fn output_chunks(&self) -> u32 {

@@ -16,6 +16,7 @@ pub mod objective;
 pub mod protocol;
 pub mod quantity;
 pub mod report;
+pub mod run_shards;
 pub mod slo;
 pub mod stats;
 pub mod summary;

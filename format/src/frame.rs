@@ -9,7 +9,7 @@ pub const FILE_MAGIC: [u8; 8] = *b"TOKTRACE";
 /// The format major version this crate writes and reads.
 pub const FORMAT_MAJOR: u16 = 1;
 /// The format minor version this crate writes.
-pub const FORMAT_MINOR: u16 = 2;
+pub const FORMAT_MINOR: u16 = 3;
 /// First 4 bytes of every frame.
 pub const FRAME_MAGIC: [u8; 4] = *b"TTFR";
 /// Size of a frame header.

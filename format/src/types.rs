@@ -355,6 +355,12 @@ pub struct Manifest {
     /// An imported run: its tool's own per-request token counts (format 1.2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_token_counts: Option<crate::imported::ClientTokenCounts>,
+    /// This trace's place in a sharded run (format 1.3; absent for a single-process run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<crate::shards::ShardInfo>,
+    /// The shards a merged trace was made of (format 1.3; absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shards: Option<crate::shards::MergedShards>,
 }
 
 /// Facts known only when the run ends, written by `finish()` before the index.

@@ -189,6 +189,13 @@ pub struct RecordConfig {
     pub trial: u32,
     /// Stop on Ctrl-C (the CLI sets this; in-process callers may not want it).
     pub handle_ctrl_c: bool,
+    /// This process's share of a sharded run (docs/SCALE.md).
+    pub shard: crate::shard::ShardPlan,
+    /// Wait until this wall-clock instant (ns since the Unix epoch) before sending; required
+    /// for a sharded run, so that every shard's schedule starts at the same instant.
+    pub start_at_realtime_ns: Option<u64>,
+    /// The id all shards of a run share (None: derived from the plan).
+    pub run_id: Option<String>,
 }
 
 /// The default of [`RecordConfig::checkpoint_every`]: with the writer's 1 s block age, a
@@ -234,6 +241,9 @@ impl RecordConfig {
             threads: 2,
             trial: 0,
             handle_ctrl_c: false,
+            shard: crate::shard::ShardPlan::SINGLE,
+            start_at_realtime_ns: None,
+            run_id: None,
         }
     }
 }

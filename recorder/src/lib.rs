@@ -19,6 +19,8 @@ pub mod read_clock;
 pub mod run;
 pub mod schedule;
 pub mod server_info;
+pub mod shard;
+pub mod shard_start;
 pub mod stream;
 
 pub use config::{

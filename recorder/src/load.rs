@@ -93,7 +93,11 @@ impl LoadShared {
         if self.stop.load(Ordering::SeqCst) {
             return None;
         }
-        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        // The j-th request of this shard is the plan's request `shard.id(j)`.
+        let id = self
+            .config
+            .shard
+            .id(self.next_id.fetch_add(1, Ordering::SeqCst));
         match self.total_requests() {
             Some(total) if id >= total => None,
             _ => Some(id),
@@ -214,7 +218,7 @@ pub async fn drive(shared: Arc<LoadShared>) {
     match shared.config.load {
         Load::Closed { concurrency } => {
             let mut workers = JoinSet::new();
-            for _ in 0..concurrency {
+            for _ in 0..shared.config.shard.concurrency(concurrency) {
                 let shared = shared.clone();
                 workers.spawn(async move {
                     while let Some(id) = shared.claim_id() {
@@ -240,8 +244,15 @@ pub async fn drive(shared: Arc<LoadShared>) {
             let start = tokio::time::Instant::now()
                 - Duration::from_nanos(shared.ctx.now_ns().saturating_sub(shared.start_ns));
             let mut tasks = JoinSet::new();
+            // Every shard draws the whole plan's schedule and keeps its own arrivals, so the
+            // shards' intended starts together are exactly the single-process schedule.
+            let mut drawn = 0u64;
+            let mut offset = 0;
             while let Some(id) = shared.claim_id() {
-                let offset = schedule.next_offset_ns();
+                while drawn <= id {
+                    offset = schedule.next_offset_ns();
+                    drawn += 1;
+                }
                 let intended = shared.start_ns + offset;
                 if shared.past_deadline(intended) {
                     break;

@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokentrace_format::{
-    realtime_now_ns, ClientHealth, ClockAnchor, Header, Outcome, RequestIdHeader, RunEnd,
-    TraceWriter, WriterConfig, WriterStats,
+    realtime_now_ns, ClientHealth, Header, Outcome, RequestIdHeader, RunEnd, TraceWriter,
+    WriterConfig, WriterStats,
 };
 
 /// What a finished run reports back.
@@ -85,7 +85,7 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
     // What the server says about itself (bounded, never fails the run).
     let server_info = crate::server_info::fetch(&client, &base, &headers).await;
 
-    let anchor = ClockAnchor::now();
+    let anchor = crate::shard_start::anchor(config.start_at_realtime_ns);
     let chunk_capacity = config.max_tokens.map_or(256, |m| m as usize + 8).min(4096);
     let mut ctx = StreamContext {
         client,
@@ -130,6 +130,8 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
             None,
         ),
     };
+    // A sharded run's schedule starts at the agreed instant, whenever this shard got ready.
+    let started = crate::shard_start::wait(&ctx, config.start_at_realtime_ns, &anchor).await;
     let start_realtime_ns = realtime_now_ns();
     let mut manifest = crate::manifest::build(
         &config,
@@ -137,6 +139,7 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
         start_realtime_ns,
     );
     manifest.request_id_header = request_id.map(|(_, id)| id);
+    manifest.shard = crate::shard_start::info(&config, &started);
     crate::server_info::ServerInfo::store(server_info.as_ref(), &mut manifest);
     if let Some(c) = &calibration {
         manifest
@@ -148,7 +151,7 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
         minor: tokentrace_format::frame::FORMAT_MINOR,
         anchor,
         host: host_name(),
-        shard: 0,
+        shard: config.shard.index,
     };
     let writer = TraceWriter::create(&config.output, header, &manifest, WriterConfig::default())?;
     ctx.checkpoints = config
@@ -158,7 +161,7 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
     let stats = Arc::new(LiveStats::default());
     let (lag, lag_ticker) = LagProbe::spawn(Duration::from_millis(10));
     let usage_before = process_usage();
-    let start_ns = ctx.now_ns();
+    let start_ns = started.start_ns;
     let shared = Arc::new(LoadShared {
         deadline_ns: config.duration.map(|d| start_ns + d.as_nanos() as u64),
         sender: writer.sender(),
@@ -169,7 +172,7 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
         next_id: AtomicU64::new(0),
         start_ns,
         hit_deadline: AtomicBool::new(false),
-        warmup_left: AtomicU64::new(config.warmup),
+        warmup_left: AtomicU64::new(config.shard.share(config.warmup)),
         warmup_notify: Default::default(),
         outcomes: Default::default(),
         write_error: Mutex::new(None),
@@ -356,6 +359,7 @@ fn validate(config: &RecordConfig) -> Result<(), RecordError> {
     if config.requests.is_none() && config.duration.is_none() {
         return bad("give --requests or --duration (or both)");
     }
+    crate::shard_start::validate(config).map_err(RecordError::Config)?;
     match config.load {
         Load::Closed { concurrency: 0 } => return bad("--concurrency must be at least 1"),
         Load::Open { rate, arrival } => {
@@ -395,15 +399,20 @@ fn request_id_header(
     if headers.contains_key(&name) {
         return Ok(None);
     }
-    let run_prefix = xxhash_rust::xxh3::xxh3_64(
-        format!(
-            "{}/{}/{}",
-            realtime_now_ns(),
-            std::process::id(),
-            host_name()
-        )
-        .as_bytes(),
-    );
+    // Shards share their run's prefix, so ids (unique across shards by the split) stay
+    // unique as UUIDs too; a single process draws one of its own.
+    let run_prefix = match crate::shard_start::run_id(config) {
+        Some(run_id) => xxhash_rust::xxh3::xxh3_64(run_id.as_bytes()),
+        None => xxhash_rust::xxh3::xxh3_64(
+            format!(
+                "{}/{}/{}",
+                realtime_now_ns(),
+                std::process::id(),
+                host_name()
+            )
+            .as_bytes(),
+        ),
+    };
     let id = RequestIdHeader {
         name: name.as_str().to_string(),
         run_prefix,

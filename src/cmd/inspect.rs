@@ -185,6 +185,30 @@ fn text(
             number::duration_text(anchor.mono_ns as f64)
         ),
     );
+    if let Some(shard) = &m.shard {
+        let clock = match (shard.clock.synchronized, shard.clock.max_error_ns) {
+            (Some(true), Some(e)) => format!(
+                "clock synchronized, within {}",
+                number::duration_text(e as f64)
+            ),
+            (Some(false), _) => "clock not synchronized".to_string(),
+            _ => "clock state unknown".to_string(),
+        };
+        fact(
+            "shard:",
+            format!(
+                "{} of {} of run {} (agreed start {}, began {} after it; {clock})",
+                shard.index,
+                shard.count,
+                shard.run_id,
+                utc_iso8601(shard.start_at_realtime_ns),
+                number::duration_text(shard.start_lateness_ns as f64)
+            ),
+        );
+    }
+    if let Some(shards) = &m.shards {
+        fact("shards:", shards.describe());
+    }
     fact("tool:", m.tool_version.clone());
     fact(
         "target:",

@@ -8,6 +8,7 @@ pub mod diff;
 pub mod export;
 pub mod import;
 pub mod inspect;
+pub mod merge;
 pub mod protocols;
 pub mod record;
 pub mod redact;

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
+use tokentrace_recorder::shard::{parse_start_at, ShardPlan};
 use tokentrace_recorder::{
     Api, Arrival, Capture, HttpVersion, Load, ProgressMode, PromptSource, RecordConfig,
 };
@@ -131,6 +132,40 @@ pub struct Args {
     /// Trial number written into every request.
     #[arg(long, default_value_t = 0)]
     trial: u32,
+    /// Record shard I of N of one run (docs/SCALE.md): this process sends the plan's requests
+    /// k with k mod N = I (and its share of --concurrency); needs --start-at.
+    #[arg(long, value_name = "I/N", conflicts_with = "shards")]
+    shard: Option<String>,
+    /// Record one of N shards, its index I taken from $JOB_COMPLETION_INDEX (set by a
+    /// Kubernetes Indexed Job).
+    #[arg(long, value_name = "N")]
+    shards: Option<u32>,
+    /// Start sending at this wall-clock instant: RFC 3339 (2026-12-01T15:00:00Z) or Unix
+    /// milliseconds. Shards that share it start together without talking to each other.
+    #[arg(long, value_name = "TIME")]
+    start_at: Option<String>,
+    /// The id every shard of the run shares (default: derived from the plan).
+    #[arg(long, value_name = "ID")]
+    run_id: Option<String>,
+}
+
+/// The shard plan of `--shard I/N` or `--shards N` with `$JOB_COMPLETION_INDEX`.
+fn shard_plan(shard: Option<&str>, shards: Option<u32>) -> anyhow::Result<ShardPlan> {
+    if let Some(spec) = shard {
+        return ShardPlan::parse(spec).map_err(anyhow::Error::msg);
+    }
+    let Some(count) = shards else {
+        return Ok(ShardPlan::SINGLE);
+    };
+    let index = std::env::var("JOB_COMPLETION_INDEX").map_err(|_| {
+        anyhow::anyhow!("--shards {count} takes the shard index from $JOB_COMPLETION_INDEX, which is not set (or give --shard I/N)")
+    })?;
+    let parsed = index.trim().parse::<u32>().ok();
+    parsed
+        .and_then(|i| ShardPlan::new(i, count))
+        .ok_or_else(|| {
+            anyhow::anyhow!("JOB_COMPLETION_INDEX={index:?} is not a shard index below {count}")
+        })
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -310,6 +345,14 @@ fn config_from(args: Args) -> anyhow::Result<RecordConfig> {
     };
     config.threads = args.threads.max(1);
     config.trial = args.trial;
+    config.shard = shard_plan(args.shard.as_deref(), args.shards)?;
+    config.start_at_realtime_ns = args
+        .start_at
+        .as_deref()
+        .map(parse_start_at)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    config.run_id = args.run_id.clone();
     config.handle_ctrl_c = true;
     config.argv = std::env::args().collect();
     Ok(config)

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod manifests;
 pub mod python_tools;
 pub mod recording;
 pub mod servers;

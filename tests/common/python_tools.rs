@@ -1,4 +1,5 @@
-//! Python readers (DuckDB, pyarrow) for the export tests, installed into a cached virtual environment.
+//! Python tools the tests read our outputs with (DuckDB and pyarrow for the exports,
+//! kubernetes-validate for the manifests), each installed into a cached virtual environment.
 //!
 //! The environment lives outside the repository, in `$TOKENTRACE_TEST_CACHE`, else
 //! `$XDG_CACHE_HOME/tokentrace-tests`, else `~/.cache/tokentrace-tests`, under a name that
@@ -30,25 +31,37 @@ pub struct Python {
     pub exe: PathBuf,
 }
 
-/// The cached environment, created on first use. Panics (failing the test) with the reason
-/// when it cannot be had.
+/// The cached environment with DuckDB and pyarrow, created on first use. Panics (failing
+/// the test) with the reason when it cannot be had.
 pub fn python() -> Python {
+    environment(
+        &format!("py-duckdb-{DUCKDB}-pyarrow-{PYARROW}"),
+        &[format!("duckdb=={DUCKDB}"), format!("pyarrow=={PYARROW}")],
+        "import duckdb, pyarrow.parquet",
+    )
+}
+
+/// The cached virtual environment `name` with `pins` installed, whose interpreter runs `check`
+/// (a line of imports): created on first use under an exclusive lock of its own, reused while
+/// its marker stands and `check` passes. Panics (failing the test) with pip's output when it
+/// cannot be had.
+fn environment(name: &str, pins: &[String], check: &str) -> Python {
     let root = cache_root();
     std::fs::create_dir_all(&root)
         .unwrap_or_else(|e| panic!("cannot create the test cache {}: {e}", root.display()));
-    let env = root.join(format!("py-duckdb-{DUCKDB}-pyarrow-{PYARROW}"));
+    let env = root.join(name);
     let deadline = Instant::now() + INSTALL_LIMIT;
-    let _lock = Lock::acquire(&root.join("py.lock"), deadline);
+    let _lock = Lock::acquire(&root.join(format!("{name}.lock")), deadline);
     let python = Python {
         exe: env.join("bin/python"),
     };
     // The marker is written last, so an install that was cut short is redone from scratch.
     let marker = env.join(".installed");
-    if marker.exists() && python.imports_work() {
+    if marker.exists() && imports(&python.exe, check) {
         return python;
     }
     let _ = std::fs::remove_dir_all(&env);
-    let log = root.join("py-install.log");
+    let log = root.join(format!("{name}-install.log"));
     let interpreter = std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into());
     run_logged(
         Command::new(&interpreter).arg("-m").arg("venv").arg(&env),
@@ -60,15 +73,15 @@ pub fn python() -> Python {
         Command::new(env.join("bin/pip"))
             .args(["install", "--disable-pip-version-check", "--no-input"])
             .args(["--timeout", "60"])
-            .arg(format!("duckdb=={DUCKDB}"))
-            .arg(format!("pyarrow=={PYARROW}")),
+            .args(pins),
         &log,
         deadline,
-        &format!("pip install duckdb=={DUCKDB} pyarrow=={PYARROW}"),
+        &format!("pip install {}", pins.join(" ")),
     );
     assert!(
-        python.imports_work(),
-        "duckdb and pyarrow were installed into {} but do not import",
+        imports(&python.exe, check),
+        "{} were installed into {} but `{check}` fails",
+        pins.join(", "),
         env.display()
     );
     std::fs::write(&marker, b"ok\n").unwrap();
@@ -98,16 +111,6 @@ impl Python {
             std::fs::read_to_string(&err).unwrap_or_default()
         );
         stdout
-    }
-
-    fn imports_work(&self) -> bool {
-        Command::new(&self.exe)
-            .args(["-c", "import duckdb, pyarrow.parquet"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
     }
 }
 
@@ -147,7 +150,7 @@ fn run_logged(command: &mut Command, log: &Path, deadline: Instant, what: &str) 
         if let Some(status) = child.try_wait().unwrap() {
             assert!(
                 status.success(),
-                "{what} failed ({status}); the export tests need it. Log {}:\n{}",
+                "{what} failed ({status}); the test needs it. Log {}:\n{}",
                 log.display(),
                 tail()
             );
@@ -201,4 +204,44 @@ impl Drop for Lock {
             libc::flock(self.0.as_raw_fd(), libc::LOCK_UN);
         }
     }
+}
+
+/// kubernetes-validate from PyPI: the JSON schemas of every Kubernetes minor from 1.25 on,
+/// shipped in the package (no network needed to validate), with a strict variant that
+/// refuses unknown fields.
+pub const KUBERNETES_VALIDATE: &str = "1.37.0";
+/// PyYAML, which kubernetes-validate reads manifests with and the manifest tests parse them
+/// with (YAML 1.1, as Kubernetes reads it: an unquoted `off` is a boolean).
+pub const PYYAML: &str = "6.0.4";
+/// jsonschema, which applies the schemas.
+pub const JSONSCHEMA: &str = "4.26.0";
+
+/// The cached environment with kubernetes-validate, PyYAML and jsonschema, created on first
+/// use. Panics (failing the test) with pip's output when it cannot be had.
+pub fn kubernetes_validate() -> Python {
+    environment(
+        &format!(
+            "py-kubernetes-validate-{KUBERNETES_VALIDATE}-pyyaml-{PYYAML}-jsonschema-{JSONSCHEMA}"
+        ),
+        &[
+            format!("kubernetes-validate=={KUBERNETES_VALIDATE}"),
+            format!("PyYAML=={PYYAML}"),
+            format!("jsonschema=={JSONSCHEMA}"),
+        ],
+        "import jsonschema, kubernetes_validate, yaml",
+    )
+}
+
+/// Whether `script` (a line of imports) runs to success under `exe`, within [`RUN_LIMIT`].
+fn imports(exe: &Path, script: &str) -> bool {
+    let Ok(mut child) = Command::new(exe)
+        .args(["-c", script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+    else {
+        return false;
+    };
+    super::recording::wait_bounded(&mut child, RUN_LIMIT).success()
 }
