@@ -1,31 +1,45 @@
 //! End-to-end recorder benchmark: `tokentrace record` against the simulator (each in its own
 //! process, sharing the machine) at a ladder of concurrent streams and decode-step intervals,
-//! beside a floor client that only reads sockets and timestamps reads. Per level it reports
-//! client CPU per chunk, timestamp error against the simulator's truth log, chunks per read,
-//! scheduling lag, peak RSS per stream, trace bytes per chunk, writer back-pressure and the
-//! achieved chunk rate — each also as a ratio to the floor.
+//! beside a floor client that only reads sockets and timestamps reads (one thread, epoll, no
+//! runtime: see `e2e/floor_epoll.rs`) and, when it is installed, AIPerf at the same level.
+//! Per level it reports client CPU per chunk, timestamp error against the simulator's truth
+//! log, chunks per read, scheduling lag, peak RSS per stream, trace bytes per chunk, writer
+//! back-pressure and the achieved chunk rate — each also as a ratio to the floor.
 //!
 //! Needs the release binary: `cargo build --release` first. Then
 //! `cargo bench --bench e2e -- [--levels 64,256,1024,2048] [--steps 10,2] [--request-ms 1000]
-//!  [--waves 2] [--threads 2] [--sim-threads 1] [--no-floor] [--keep] [--doc docs/PERFORMANCE.md]`
+//!  [--waves 2] [--threads 2] [--sim-threads 1] [--no-floor] [--floor epoll|tokio]
+//!  [--aiperf PATH | --no-aiperf] [--aiperf-timeout 300] [--run-timeout SECS] [--keep]
+//!  [--doc docs/PERFORMANCE.md]`
+//!
+//! A level is streams × step: `--levels 32 --steps 5 --request-ms 640` is 32 streams of
+//! 128 tokens 5 ms apart.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)] // criterion generates undocumented items; a bench may fail loudly
 
 #[path = "e2e/accuracy.rs"]
 mod accuracy;
+#[path = "e2e/aiperf.rs"]
+mod aiperf;
 #[path = "e2e/floor.rs"]
 mod floor;
+#[path = "e2e/floor_epoll.rs"]
+mod floor_epoll;
+#[path = "e2e/floor_tokio.rs"]
+mod floor_tokio;
 #[path = "e2e/procs.rs"]
 mod procs;
 #[path = "e2e/report.rs"]
 mod report;
 
 use accuracy::{load_truth, Join, Percentiles};
+use floor::FloorKind;
 use procs::{run_measured, Sim};
 use std::collections::HashSet;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::Duration;
 use tokentrace_format::TraceReader;
 use tokentrace_recorder::prompts::Prompt;
 use tokentrace_recorder::RecordConfig;
@@ -62,7 +76,8 @@ pub struct Side {
     pub chunks: u64,
     /// Reads that completed at least one event.
     pub event_reads: u64,
-    /// Client CPU ns (recorder: whole process by wait4; floor: its load phase).
+    /// Client CPU ns (recorder: whole process by wait4; floor: its load phase; AIPerf: its
+    /// whole process tree).
     pub cpu_ns: u64,
     /// Peak RSS bytes (VmHWM).
     pub max_rss_bytes: u64,
@@ -121,6 +136,8 @@ pub struct LevelResult {
     pub recorder: Side,
     /// The raw socket reader, unless `--no-floor`.
     pub floor: Option<Side>,
+    /// AIPerf at the same level, when installed (and it ran).
+    pub aiperf: Option<aiperf::Peer>,
     /// One-minute load average when the level started (other work on the machine).
     pub load_avg: f64,
 }
@@ -139,6 +156,11 @@ struct Settings {
     threads: usize,
     sim_threads: usize,
     floor: bool,
+    floor_kind: FloorKind,
+    aiperf: Option<PathBuf>,
+    no_aiperf: bool,
+    aiperf_timeout_s: u64,
+    run_timeout_s: Option<u64>,
     keep: bool,
     doc: Option<PathBuf>,
     bin: PathBuf,
@@ -154,6 +176,11 @@ fn settings(args: &[String]) -> Result<Settings, String> {
         threads: 2,
         sim_threads: 1,
         floor: true,
+        floor_kind: FloorKind::Epoll,
+        aiperf: None,
+        no_aiperf: false,
+        aiperf_timeout_s: 300,
+        run_timeout_s: None,
         keep: false,
         doc: None,
         bin: PathBuf::from("target/release/tokentrace"),
@@ -183,6 +210,11 @@ fn settings(args: &[String]) -> Result<Settings, String> {
             "--sim-threads" => s.sim_threads = value()?.parse().map_err(bad)?,
             "--bin" => s.bin = PathBuf::from(value()?),
             "--doc" => s.doc = Some(PathBuf::from(value()?)),
+            "--floor" => s.floor_kind = FloorKind::parse(&value()?)?,
+            "--aiperf" => s.aiperf = Some(PathBuf::from(value()?)),
+            "--aiperf-timeout" => s.aiperf_timeout_s = value()?.parse().map_err(bad)?,
+            "--run-timeout" => s.run_timeout_s = Some(value()?.parse().map_err(bad)?),
+            "--no-aiperf" => (s.no_aiperf, step) = (true, 1),
             "--no-floor" => (s.floor, step) = (false, 1),
             "--keep" => (s.keep, step) = (true, 1),
             // cargo passes --bench to harness-less benches.
@@ -211,7 +243,10 @@ fn main() {
     if !args.iter().any(|a| a == "--bench") {
         // `cargo test --benches`: check the join logic only, never run the load.
         let dir = std::env::temp_dir().join(format!("e2e-check-{}", std::process::id()));
-        let checked = std::fs::create_dir_all(&dir).and_then(|()| accuracy::self_check(&dir));
+        let checked = std::fs::create_dir_all(&dir)
+            .and_then(|()| accuracy::self_check(&dir))
+            .and_then(|()| floor::self_check())
+            .and_then(|()| aiperf::self_check());
         let _ = std::fs::remove_dir_all(&dir);
         if let Err(err) = checked {
             eprintln!("e2e self-check failed: {err}");
@@ -238,6 +273,15 @@ fn bench(args: &[String]) -> io::Result<()> {
     std::fs::create_dir_all(&root)?;
     let prompts = root.join("prompts.jsonl");
     std::fs::write(&prompts, format!("{{\"prompt\": {PROMPT:?}}}\n"))?;
+    let peer = if s.no_aiperf {
+        Err("not run (--no-aiperf)".to_string())
+    } else {
+        aiperf::locate(s.aiperf.as_deref()).map_err(|why| format!("not installed: {why}"))
+    };
+    match &peer {
+        Ok(install) => eprintln!("e2e: AIPerf column from {}", install.exe.display()),
+        Err(why) => eprintln!("e2e: AIPerf {why}; its column is skipped"),
+    }
     let mut results = Vec::new();
     for &step_ms in &s.steps {
         for &streams in &s.levels {
@@ -257,10 +301,21 @@ fn bench(args: &[String]) -> io::Result<()> {
             } else {
                 None
             };
+            let aiperf = match &peer {
+                Ok(install) => match aiperf::run(install, &s, level, &dir) {
+                    Ok(peer) => Some(peer),
+                    Err(err) => {
+                        eprintln!("e2e: aiperf at {}: {err}", report::label(&level));
+                        None
+                    }
+                },
+                Err(_) => None,
+            };
             let result = LevelResult {
                 level,
                 recorder,
                 floor,
+                aiperf,
                 load_avg,
             };
             eprintln!("{}", summary_line(&result));
@@ -275,17 +330,38 @@ fn bench(args: &[String]) -> io::Result<()> {
     } else {
         format!("cargo bench --bench e2e -- {}", s.argv.join(" "))
     };
+    let floor_note = match s.floor_kind {
+        FloorKind::Epoll => "the floor one thread (epoll, no runtime)".to_string(),
+        FloorKind::Tokio => format!("the floor (tokio) {} worker threads", s.threads),
+    };
+    let steps: Vec<String> = s
+        .steps
+        .iter()
+        .map(|step| {
+            format!(
+                "{} tokens at {step} ms",
+                ((s.request_ms / step).round() as u64).max(16)
+            )
+        })
+        .collect();
     let notes = format!(
         "Closed loop, chat API, one event per token, {} waves of responses of {} ms each \
-         ({} tokens at 10 ms steps); recorder and floor each use {} runtime worker threads, \
-         the simulator {} (plus its engine and truth-log threads).",
+         ({}); the recorder uses {} runtime worker threads, {floor_note}, the simulator {} \
+         (plus its engine and truth-log threads).",
         s.waves,
         s.request_ms,
-        (s.request_ms / 10.0).round(),
+        steps.join(", "),
         s.threads,
         s.sim_threads
     );
-    let markdown = report::markdown(&results, &command, &notes);
+    let aiperf_note = match &peer {
+        Ok(_) if results.iter().all(|r| r.aiperf.is_none()) => {
+            Some("AIPerf: installed, but no run succeeded (see target/e2e)".to_string())
+        }
+        Ok(_) => None,
+        Err(why) => Some(format!("AIPerf: {why}; column skipped.")),
+    };
+    let markdown = report::markdown(&results, &command, &notes, aiperf_note.as_deref());
     println!("\n{markdown}");
     std::fs::write(root.join("report.md"), &markdown)?;
     if let Some(doc) = &s.doc {
@@ -321,6 +397,14 @@ fn summary_line(r: &LevelResult) -> String {
         line.push('\n');
         line.push_str(&side("floor", f));
     }
+    if let Some(a) = &r.aiperf {
+        line.push('\n');
+        line.push_str(&side("aiperf", &a.side));
+        if let Some(m) = a.marginal_cpu_ns_per_chunk {
+            line.push_str(&format!(", marginal {:.2} µs/chunk", m / 1000.0));
+        }
+        line.push_str(&format!(", {:.1} s wall", a.wall_s));
+    }
     line
 }
 
@@ -350,6 +434,16 @@ fn requests(s: &Settings, level: Level) -> u64 {
     level.streams as u64 * s.waves
 }
 
+/// Longest a client may run at `level`: `--run-timeout`, else 2 minutes plus 20× the load's
+/// nominal length (the simulator may fall far behind at the top of the ladder).
+fn run_limit(s: &Settings, level: Level) -> Duration {
+    let nominal_s = s.waves as f64 * level.max_tokens as f64 * level.step_ms / 1000.0;
+    Duration::from_secs(
+        s.run_timeout_s
+            .unwrap_or(120 + (20.0 * nominal_s).ceil() as u64),
+    )
+}
+
 fn run_recorder(s: &Settings, level: Level, dir: &Path, prompts: &Path) -> io::Result<Side> {
     let truth_path = dir.join("truth-recorder.jsonl");
     let sim = Sim::start(
@@ -372,14 +466,21 @@ fn run_recorder(s: &Settings, level: Level, dir: &Path, prompts: &Path) -> io::R
         .args(["--requests", &requests(s, level).to_string()])
         .args(["--max-tokens", &level.max_tokens.to_string()])
         .args(["--threads", &s.threads.to_string()])
+        // RECORD_ARGS="--client hyper" and the like, as benches/record_load.sh takes them.
+        .args(
+            std::env::var("RECORD_ARGS")
+                .unwrap_or_default()
+                .split_whitespace(),
+        )
         .arg("--prompts")
         .arg(prompts)
         .arg("-o")
         .arg(&trace)
         .stdout(Stdio::from(std::fs::File::create(dir.join("record.out"))?))
         .stderr(Stdio::from(std::fs::File::create(dir.join("record.err"))?));
-    let reaped = run_measured(command)?;
+    let reaped = run_measured(command, run_limit(s, level));
     sim.stop()?;
+    let reaped = reaped.map_err(|e| io::Error::other(format!("record: {e}")))?;
     if reaped.status != 0 {
         let err = std::fs::read_to_string(dir.join("record.err")).unwrap_or_default();
         return Err(io::Error::other(format!("record failed: {err}")));
@@ -441,6 +542,7 @@ fn run_floor(s: &Settings, level: Level, dir: &Path) -> io::Result<Side> {
     let mut command = Command::new(std::env::current_exe()?);
     command
         .arg("--floor-child")
+        .args(["--kind", s.floor_kind.name()])
         .args(["--addr", &sim.addr.to_string()])
         .args(["--streams", &level.streams.to_string()])
         .args(["--requests", &requests(s, level).to_string()])
@@ -452,8 +554,9 @@ fn run_floor(s: &Settings, level: Level, dir: &Path) -> io::Result<Side> {
         .arg(&arrivals_file)
         .stdout(Stdio::from(std::fs::File::create(&summary_file)?))
         .stderr(Stdio::from(std::fs::File::create(dir.join("floor.err"))?));
-    let reaped = run_measured(command)?;
+    let reaped = run_measured(command, run_limit(s, level));
     sim.stop()?;
+    let reaped = reaped.map_err(|e| io::Error::other(format!("floor: {e}")))?;
     let summary = std::fs::read_to_string(&summary_file)?;
     if reaped.status != 0 {
         let err = std::fs::read_to_string(dir.join("floor.err")).unwrap_or_default();
@@ -462,6 +565,13 @@ fn run_floor(s: &Settings, level: Level, dir: &Path) -> io::Result<Side> {
     let summary: serde_json::Value = serde_json::from_str(summary.trim())
         .map_err(|e| io::Error::other(format!("floor summary {summary:?}: {e}")))?;
     let get = |k: &str| summary.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
+    if get("failed_streams") > 0 {
+        eprintln!(
+            "e2e: floor: {} connections failed at {}",
+            get("failed_streams"),
+            report::label(&level)
+        );
+    }
     let truth = load_truth(&truth_path)?;
     let arrivals = floor::read_arrivals(&arrivals_file)?;
     let mut side = Side {

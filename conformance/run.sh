@@ -352,9 +352,12 @@ crash_run() {
   sleep 6
   kill -KILL "$rec_pid" 2>/dev/null || true
   wait "$rec_pid" 2>/dev/null || rc=$?
-  # The tap writes an exchange once both sides of its connection are gone.
+  # The tap writes an exchange once both sides of its connection are gone: wait until every
+  # connection it accepted has ended (the measured streams' included, whichever connections
+  # the recorder's client opened for them).
   deadline=$((SECONDS + 30))
-  until [ "$(grep -c '"type":"connection"' "$taplog")" -ge 2 ] || [ $SECONDS -ge $deadline ]; do
+  until [ "$(grep -c '"type":"connection"' "$taplog")" -ge "$(grep -c '"type":"accept"' "$taplog")" ] \
+    || [ $SECONDS -ge $deadline ]; do
     sleep 0.2
   done
   stop "$tap_pid"

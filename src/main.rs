@@ -1,6 +1,7 @@
 //! The `tokentrace` command line: parses arguments and calls the crates that do the work.
 
 mod cmd;
+mod common;
 
 use clap::{Parser, Subcommand};
 
@@ -43,22 +44,6 @@ enum Command {
     Sim(cmd::sim::Args),
 }
 
-/// The error and its causes joined by ": ", leaving out a cause whose text the message before
-/// it already ends with (library errors that print their source, e.g. `{path}: {source}`).
-fn error_text(err: &anyhow::Error) -> String {
-    let mut text = String::new();
-    for cause in err.chain() {
-        let line = cause.to_string();
-        if text.is_empty() {
-            text = line;
-        } else if !text.ends_with(&line) {
-            text.push_str(": ");
-            text.push_str(&line);
-        }
-    }
-    text
-}
-
 /// Signal dispositions the commands need, set before any work.
 ///
 /// SIGXFSZ is ignored, so a file-size limit (`ulimit -f`) makes a write fail with "File too
@@ -67,17 +52,10 @@ fn error_text(err: &anyhow::Error) -> String {
 /// and must see a closed peer as an error, not die of it) get SIGPIPE's default back, so
 /// `tokentrace protocols aiperf | head` ends quietly with the conventional status 141.
 fn set_signals(command: &Command) {
-    // SAFETY: setting dispositions before any thread starts; SIG_IGN and SIG_DFL are valid
-    // handlers for these signals.
-    unsafe {
-        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
-        if !matches!(
-            command,
-            Command::Record(_) | Command::Capacity(_) | Command::Demo(_) | Command::Sim(_)
-        ) {
-            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-        }
-    }
+    common::set_signals(!matches!(
+        command,
+        Command::Record(_) | Command::Capacity(_) | Command::Demo(_) | Command::Sim(_)
+    ));
 }
 
 fn main() -> std::process::ExitCode {
@@ -98,11 +76,5 @@ fn main() -> std::process::ExitCode {
         Command::Export(args) => cmd::export::run(args),
         Command::Sim(args) => cmd::sim::run(args),
     };
-    match result {
-        Ok(code) => code,
-        Err(err) => {
-            eprintln!("error: {}", error_text(&err));
-            std::process::ExitCode::from(2)
-        }
-    }
+    common::exit_code(result)
 }

@@ -169,40 +169,51 @@ fn url_mistakes_are_named_before_any_load() {
 
 #[test]
 fn a_closed_keep_alive_connection_is_retried_once_on_a_fresh_one() {
-    let url = serve(Behaviour {
-        close: Close::WhenIdle(Duration::from_millis(60)),
-        ..Behaviour::one_per_connection(COMPLETE_STREAM)
-    });
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run.ttrace");
-    // 100 ms apart: every reuse finds a connection idle for longer than the server keeps it.
-    let args = [
-        "--requests",
-        "8",
-        "--no-calibrate",
-        "--http",
-        "1",
-        "--rate",
-        "10",
-        "--arrival",
-        "constant",
-    ];
-    let (_, records) = record_ok(&url, &out, &args);
-    assert_eq!(records.len(), 8);
-    for r in &records {
-        assert_ok(r);
-        assert!(r.meta.retries <= 1);
+    // hyper's client sends on a connection the server has closed and must retry; the own
+    // client sees the close on the idle connection (a peek that does not wait) and connects
+    // anew, so at most a request racing the close needs its one retry.
+    for (client, fewest, most) in [("hyper", 4, 8), ("own", 0, 1)] {
+        let url = serve(Behaviour {
+            close: Close::WhenIdle(Duration::from_millis(60)),
+            ..Behaviour::one_per_connection(COMPLETE_STREAM)
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("run.ttrace");
+        // 100 ms apart: every reuse finds a connection idle for longer than the server keeps it.
+        let args = [
+            "--requests",
+            "8",
+            "--no-calibrate",
+            "--http",
+            "1",
+            "--rate",
+            "10",
+            "--arrival",
+            "constant",
+            "--client",
+            client,
+        ];
+        let (_, records) = record_ok(&url, &out, &args);
+        assert_eq!(records.len(), 8);
+        for r in &records {
+            assert_ok(r);
+            assert!(r.meta.retries <= 1);
+        }
+        let retried = records.iter().filter(|r| r.meta.retries == 1).count();
+        assert!(
+            (fewest..=most).contains(&retried),
+            "{client}: {retried} of 8 retried"
+        );
+        let (json, _) = inspect(&out);
+        assert_eq!(json["retried_requests"], retried as u64);
+        if retried > 0 {
+            // The analysis counts them and says what happened.
+            let report = common::analyze_json(&out, "tokentrace-v1");
+            let notes = report["notes"].as_array().unwrap();
+            let note = notes.iter().find(|n| n["note"] == "retried").unwrap();
+            assert_eq!(note["requests"], retried as u64, "{note}");
+        }
     }
-    // Every request that found a used connection was sent once more.
-    let retried = records.iter().filter(|r| r.meta.retries == 1).count();
-    assert!(retried >= 4, "{retried} of 8 retried");
-    let (json, _) = inspect(&out);
-    assert_eq!(json["retried_requests"], retried as u64);
-    // The analysis counts them and says what happened.
-    let report = common::analyze_json(&out, "tokentrace-v1");
-    let notes = report["notes"].as_array().unwrap();
-    let note = notes.iter().find(|n| n["note"] == "retried").unwrap();
-    assert_eq!(note["requests"], retried as u64, "{note}");
 }
 
 #[test]
@@ -319,30 +330,39 @@ fn a_run_of_no_requests_quotes_no_cost_per_chunk() {
 
 #[test]
 fn connections_a_server_closes_after_each_response_are_not_reused() {
-    // Closes 1 ms after each response, as llama.cpp's server does after every stream.
-    let url = serve(Behaviour {
-        close: Close::After(Duration::from_millis(1)),
-        ..Behaviour::one_per_connection(COMPLETE_STREAM)
-    });
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run.ttrace");
-    let args = [
-        "--requests",
-        "30",
-        "--concurrency",
-        "2",
-        "--no-calibrate",
-        "--http",
-        "1",
-    ];
-    let (reader, records) = record_ok(&url, &out, &args);
-    assert!(records.iter().all(|r| r.meta.outcome == Outcome::Ok));
-    // Reusing such connections races with the close; once it is seen, every request gets a
-    // connection of its own, so at most the first requests needed a second send.
-    let retried = records.iter().filter(|r| r.meta.retries > 0).count();
-    assert!(retried <= 2, "{retried} of 30 retried");
-    let health = &reader.run_end().unwrap().client_health;
-    assert_eq!(health.server_closes_after_response, Some(true));
+    // hyper's client learns of the close from a read on the connection after the response,
+    // which on a busy host can come after a few more reuses; the own client peeks at the
+    // idle connection before every reuse.
+    for (client, most) in [("hyper", 6), ("own", 2)] {
+        // Closes 1 ms after each response, as llama.cpp's server does after every stream.
+        let url = serve(Behaviour {
+            close: Close::After(Duration::from_millis(1)),
+            ..Behaviour::one_per_connection(COMPLETE_STREAM)
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("run.ttrace");
+        let args = [
+            "--requests",
+            "30",
+            "--concurrency",
+            "2",
+            "--no-calibrate",
+            "--http",
+            "1",
+            "--client",
+            client,
+        ];
+        let (reader, records) = record_ok(&url, &out, &args);
+        for r in &records {
+            assert_eq!(r.meta.outcome, Outcome::Ok, "{client}: {:?}", r.meta.error);
+        }
+        // Reusing such connections races with the close; once it is seen, every request gets
+        // a connection of its own, so at most the first requests needed a second send.
+        let retried = records.iter().filter(|r| r.meta.retries > 0).count();
+        assert!(retried <= most, "{client}: {retried} of 30 retried");
+        let health = &reader.run_end().unwrap().client_health;
+        assert_eq!(health.server_closes_after_response, Some(true), "{client}");
+    }
 }
 
 /// Answers that are not an event stream say what they are: a JSON completion or an HTML page
@@ -377,7 +397,10 @@ fn answers_that_are_not_a_stream_are_named() {
             "redirect to https://elsewhere.example/v1/chat/completions",
         ),
     ];
-    for (head, body, outcome, text) in cases {
+    for ((head, body, outcome, text), client) in cases
+        .into_iter()
+        .flat_map(|case| ["hyper", "own"].map(|client| (case, client)))
+    {
         let url = serve(Behaviour {
             head,
             close: Close::WhenIdle(Duration::from_secs(5)),
@@ -393,14 +416,20 @@ fn answers_that_are_not_a_stream_are_named() {
             "1",
             "--timeout",
             "20",
+            "--client",
+            client,
         ];
         record(&url, &out, &args).assert().success();
         let (_, records) = records_of(&out);
         assert_eq!(records.len(), 2);
         for r in &records {
-            assert_eq!(r.meta.outcome, outcome, "{head}: {:?}", r.meta.error);
+            assert_eq!(
+                r.meta.outcome, outcome,
+                "{client} {head}: {:?}",
+                r.meta.error
+            );
             let error = r.meta.error.as_deref().unwrap_or_default();
-            assert!(error.contains(text), "{head}: {error}");
+            assert!(error.contains(text), "{client} {head}: {error}");
             assert!(r.chunks.is_empty());
         }
         let report = analyze_v3(&out).to_string();

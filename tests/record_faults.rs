@@ -22,76 +22,69 @@ fn outcome_of(records: &[RequestRecord], id: u64) -> Outcome {
 
 #[test]
 fn each_fault_gets_its_outcome() {
-    // Faults fire on arrival numbers (1-based); with one request at a time and a prompt file
-    // (no calibration probes), arrival n is request id n-1.
-    let server = sim(SimConfig {
-        faults: FaultConfig {
-            http_500_every: 5,
-            reset_every: 7,
-            malformed_every: 11,
-            no_done_every: 3,
-            oversize_every: 13,
-            oversize_bytes: 4096,
-            after_chunks: 2,
-            ..FaultConfig::default()
-        },
-        ..fast_sim()
-    });
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("faults.tt");
-    let prompts = prompt_file(dir.path(), 4);
-    let (reader, records) = record_ok(
-        &server.base_url(),
-        &out,
-        &[
-            "--requests",
-            "14",
-            "--concurrency",
-            "1",
-            "--max-tokens",
-            "6",
-            "--ignore-eos",
-            "--max-line-bytes",
-            "1024",
-            "--prompts",
-            prompts.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(records.len(), 14);
-    assert_eq!(reader.run_end().unwrap().reason, "completed");
-    let expected = [
-        (0, Outcome::Ok),
-        (1, Outcome::Ok),
-        (2, Outcome::MissingDone),
-        (3, Outcome::Ok),
-        (4, Outcome::HttpError),
-        (5, Outcome::MissingDone),
-        (6, Outcome::StreamError),
-        (7, Outcome::Ok),
-        (8, Outcome::MissingDone),
-        (9, Outcome::HttpError),
-        (10, Outcome::Malformed),
-        (11, Outcome::MissingDone),
-        (12, Outcome::Oversize),
-        (13, Outcome::StreamError),
-    ];
-    for (id, outcome) in expected {
-        let r = records.iter().find(|r| r.meta.id == id).unwrap();
-        assert_eq!(r.meta.outcome, outcome, "request {id}: {:?}", r.meta.error);
-        assert_eq!(
-            r.meta.error.is_some(),
-            outcome != Outcome::Ok,
-            "request {id}"
+    // Both HTTP clients, each against a fresh simulator (faults fire on arrival numbers).
+    for client in ["hyper", "own"] {
+        // Faults fire on arrival numbers (1-based); with one request at a time and a prompt file
+        // (no calibration probes), arrival n is request id n-1.
+        let server = sim(fault_matrix_sim());
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("faults.tt");
+        let prompts = prompt_file(dir.path(), 4);
+        let (reader, records) = record_ok(
+            &server.base_url(),
+            &out,
+            &[
+                "--requests",
+                "14",
+                "--concurrency",
+                "1",
+                "--max-tokens",
+                "6",
+                "--ignore-eos",
+                "--max-line-bytes",
+                "1024",
+                "--prompts",
+                prompts.to_str().unwrap(),
+                "--client",
+                client,
+            ],
         );
+        assert_eq!(records.len(), 14);
+        assert_eq!(reader.run_end().unwrap().reason, "completed");
+        let expected = [
+            (0, Outcome::Ok),
+            (1, Outcome::Ok),
+            (2, Outcome::MissingDone),
+            (3, Outcome::Ok),
+            (4, Outcome::HttpError),
+            (5, Outcome::MissingDone),
+            (6, Outcome::StreamError),
+            (7, Outcome::Ok),
+            (8, Outcome::MissingDone),
+            (9, Outcome::HttpError),
+            (10, Outcome::Malformed),
+            (11, Outcome::MissingDone),
+            (12, Outcome::Oversize),
+            (13, Outcome::StreamError),
+        ];
+        for (id, outcome) in expected {
+            let r = records.iter().find(|r| r.meta.id == id).unwrap();
+            assert_eq!(r.meta.outcome, outcome, "{client} {id}: {:?}", r.meta.error);
+            assert_eq!(
+                r.meta.error.is_some(),
+                outcome != Outcome::Ok,
+                "request {id}"
+            );
+        }
+        let http = records.iter().find(|r| r.meta.id == 4).unwrap();
+        assert_eq!(http.meta.http_status, 500);
+        assert!(http.meta.error.as_deref().unwrap().starts_with("HTTP 500"));
+        assert!(http.meta.error.as_deref().unwrap().len() <= 1024 + 16);
+        // The malformed event is recorded and the stream read to its end.
+        let malformed = records.iter().find(|r| r.meta.id == 10).unwrap();
+        assert_eq!(count(malformed, tokentrace_format::Channel::Done), 1);
+        assert_eq!(outcome_of(&records, 12), Outcome::Oversize);
     }
-    let http = records.iter().find(|r| r.meta.id == 4).unwrap();
-    assert_eq!(http.meta.http_status, 500);
-    assert!(http.meta.error.as_deref().unwrap().starts_with("HTTP 500"));
-    assert!(http.meta.error.as_deref().unwrap().len() <= 1024 + 16);
-    // The malformed event is recorded and the stream read to its end.
-    let malformed = records.iter().find(|r| r.meta.id == 10).unwrap();
-    assert_eq!(count(malformed, tokentrace_format::Channel::Done), 1);
-    assert_eq!(outcome_of(&records, 12), Outcome::Oversize);
 }
 
 #[test]

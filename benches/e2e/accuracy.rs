@@ -33,12 +33,43 @@ pub fn load_truth(path: &Path) -> io::Result<Truth> {
     Ok(truth)
 }
 
-/// The request id of a truth-log line: a decimal id, or the id inside the recorder's UUID.
-fn request_id(line: &[u8]) -> Option<u64> {
+/// Truth log keyed by the request id exactly as the server logged it (a peer's own
+/// `X-Request-ID`, such as AIPerf's random UUIDs).
+pub type NamedTruth = HashMap<String, Vec<u64>>;
+
+/// Load a truth log keyed by the logged request id string.
+pub fn load_truth_named(path: &Path) -> io::Result<NamedTruth> {
+    let text = std::fs::read(path)?;
+    let mut truth: NamedTruth = HashMap::new();
+    for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        let (Some(id), Some(index), Some(mono)) = (
+            request_id_text(line),
+            field(line, b"\"chunk_index\":"),
+            field(line, b"\"mono_ns\":"),
+        ) else {
+            continue;
+        };
+        let slots = truth.entry(id.to_string()).or_default();
+        let index = index as usize;
+        if slots.len() <= index {
+            slots.resize(index + 1, 0);
+        }
+        slots[index] = mono;
+    }
+    Ok(truth)
+}
+
+/// The request id string of a truth-log line.
+fn request_id_text(line: &[u8]) -> Option<&str> {
     let key = b"\"request_id\":\"";
     let at = memchr::memmem::find(line, key)? + key.len();
     let end = at + memchr::memchr(b'"', &line[at..])?;
-    let text = std::str::from_utf8(&line[at..end]).ok()?;
+    std::str::from_utf8(&line[at..end]).ok()
+}
+
+/// The request id of a truth-log line: a decimal id, or the id inside the recorder's UUID.
+fn request_id(line: &[u8]) -> Option<u64> {
+    let text = request_id_text(line)?;
     text.parse()
         .ok()
         .or_else(|| tokentrace_format::request_id::id_of_uuid(text))
@@ -68,7 +99,16 @@ pub struct Join {
 impl Join {
     /// Join one response: `arrivals` are absolute CLOCK_MONOTONIC ns, one per event in order.
     pub fn add(&mut self, truth: &Truth, id: u64, arrivals: impl ExactSizeIterator<Item = u64>) {
-        let Some(written) = truth.get(&id) else {
+        self.add_written(truth.get(&id).map(Vec::as_slice), arrivals);
+    }
+
+    /// Join one response with its truth entry (`None`: the truth log lacks the request).
+    pub fn add_written(
+        &mut self,
+        written: Option<&[u64]>,
+        arrivals: impl ExactSizeIterator<Item = u64>,
+    ) {
+        let Some(written) = written else {
             self.unmatched += arrivals.len() as u64;
             return;
         };
@@ -140,5 +180,8 @@ pub fn self_check(dir: &Path) -> io::Result<()> {
         .percentiles()
         .ok_or_else(|| io::Error::other("no errors"))?;
     assert_eq!((p.p50, p.p99, p.max, p.min), (50, 60, 60, 50));
+    let named = load_truth_named(&path)?;
+    assert_eq!(named.get("3").map(Vec::as_slice), Some(&[100u64, 200][..]));
+    assert_eq!(named.get("probe").map(Vec::as_slice), Some(&[5u64][..]));
     Ok(())
 }

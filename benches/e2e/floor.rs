@@ -1,7 +1,15 @@
-//! The floor: the least a client can do to stream the same load. One task per stream sends the
-//! same HTTP request bytes as the recorder over a kept-alive TCP connection and, per read,
-//! takes the clock first and then only counts SSE event ends (`\n\n`) so each event can be
-//! joined with the simulator's truth log. No HTTP parsing, no SSE parsing, no JSON, no trace.
+//! The floor: the least a client can do to stream the same load, so that "recorder ÷ floor"
+//! says how much the recorder costs above what any client on this host must pay. It sends the
+//! same HTTP request bytes as the recorder over kept-alive TCP connections and, per read, only
+//! takes the clock and counts SSE event ends (`\n\n`) so each event can be joined with the
+//! simulator's truth log. No HTTP parsing, no SSE parsing, no JSON, no trace.
+//!
+//! Two implementations share this child protocol and output format:
+//! - `epoll` (default, [`crate::floor_epoll`]): one thread, no async runtime, no HTTP library;
+//!   `epoll_wait` over non-blocking `std::net::TcpStream`s, one `read` and one clock read per
+//!   readable socket. This is the physical limit of one wake-up and one read per arrival.
+//! - `tokio` ([`crate::floor_tokio`]): a tokio runtime with one task per stream, kept for
+//!   comparison (`--floor tokio`); it adds the runtime's scheduling to every read.
 //!
 //! It runs in a child process (the bench binary re-executed with `--floor-child`) so its CPU
 //! time and peak RSS are its own, like the recorder's.
@@ -9,27 +17,53 @@
 use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use tokentrace_format::mono_now_ns;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 /// End of a chunked HTTP/1.1 body: the CRLF closing the last data chunk, then `0\r\n\r\n`.
-const BODY_END: &[u8; 7] = b"\r\n0\r\n\r\n";
+pub const BODY_END: &[u8; 7] = b"\r\n0\r\n\r\n";
 
 /// Bytes per socket read, like hyper's initial read buffer.
-const READ_BUF: usize = 8192;
+pub const READ_BUF: usize = 8192;
+
+/// Which floor client runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FloorKind {
+    /// One thread, `epoll` over non-blocking sockets (the default).
+    Epoll,
+    /// A tokio runtime, one task per stream.
+    Tokio,
+}
+
+impl FloorKind {
+    /// Parse `epoll` or `tokio`.
+    pub fn parse(text: &str) -> Result<FloorKind, String> {
+        match text {
+            "epoll" => Ok(FloorKind::Epoll),
+            "tokio" => Ok(FloorKind::Tokio),
+            other => Err(format!("unknown floor {other:?} (epoll or tokio)")),
+        }
+    }
+
+    /// The name `parse` accepts.
+    pub fn name(self) -> &'static str {
+        match self {
+            FloorKind::Epoll => "epoll",
+            FloorKind::Tokio => "tokio",
+        }
+    }
+}
 
 /// What the orchestrator asks the floor child to do.
 pub struct FloorArgs {
+    /// Which client.
+    pub kind: FloorKind,
     /// Simulator address.
     pub addr: SocketAddr,
     /// Concurrent streams (closed loop).
     pub streams: usize,
     /// Requests in all.
     pub requests: u64,
-    /// Runtime worker threads.
+    /// Runtime worker threads (tokio floor only; the epoll floor is one thread).
     pub threads: usize,
     /// JSON request body, identical to the recorder's.
     pub body: Vec<u8>,
@@ -49,6 +83,70 @@ pub struct Arrivals {
     pub event_reads: u32,
 }
 
+/// Per-response scan state: counts event ends and finds the end of the chunked body, across
+/// read boundaries.
+pub struct Scan {
+    /// The response's arrivals so far.
+    pub arrivals: Arrivals,
+    prev: u8,
+    tail: [u8; 7],
+}
+
+impl Scan {
+    /// A fresh response for request `id`.
+    pub fn new(id: u64, events_per_request: usize) -> Scan {
+        Scan {
+            arrivals: Arrivals {
+                id,
+                events: Vec::with_capacity(events_per_request),
+                event_reads: 0,
+            },
+            prev: 0,
+            tail: [0; 7],
+        }
+    }
+
+    /// Account for one non-empty read of `data` stamped `now`; true at the end of the body.
+    pub fn feed(&mut self, data: &[u8], now: u64) -> bool {
+        let Some(&last) = data.last() else {
+            return false;
+        };
+        let events = &mut self.arrivals.events;
+        let before = events.len();
+        for i in memchr::memchr_iter(b'\n', data) {
+            let previous = if i == 0 { self.prev } else { data[i - 1] };
+            if previous == b'\n' {
+                events.push(now);
+            }
+        }
+        if events.len() > before {
+            self.arrivals.event_reads += 1;
+        }
+        self.prev = last;
+        let (n, width) = (data.len(), self.tail.len());
+        if n >= width {
+            self.tail.copy_from_slice(&data[n - width..]);
+        } else {
+            self.tail.rotate_left(n);
+            self.tail[width - n..].copy_from_slice(data);
+        }
+        &self.tail == BODY_END
+    }
+}
+
+/// The request head before the id (`x-request-id` is the last header but one) and the rest
+/// after it (content length, blank line, body): the recorder's request bytes, id aside.
+pub fn request_parts(addr: SocketAddr, body: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: {addr}\r\n\
+         content-type: application/json\r\naccept: text/event-stream\r\nx-request-id: "
+    )
+    .into_bytes();
+    let mut rest = format!("\r\ncontent-length: {}\r\n\r\n", body.len()).into_bytes();
+    rest.extend_from_slice(body);
+    (head, rest)
+}
+
 /// Parse the child's arguments (everything after `--floor-child`).
 pub fn parse_args(args: &[String]) -> Result<FloorArgs, String> {
     let get = |name: &str| -> Result<&str, String> {
@@ -64,7 +162,12 @@ pub fn parse_args(args: &[String]) -> Result<FloorArgs, String> {
         get(name)?.parse().map_err(|e| format!("{name}: {e}"))
     };
     let body_file = get("--body-file")?;
+    let kind = match get("--kind") {
+        Ok(kind) => FloorKind::parse(kind)?,
+        Err(_) => FloorKind::Epoll,
+    };
     Ok(FloorArgs {
+        kind,
         addr: get("--addr")?.parse().map_err(|e| format!("--addr: {e}"))?,
         streams: num("--streams")? as usize,
         requests: num("--requests")?,
@@ -79,35 +182,14 @@ pub fn parse_args(args: &[String]) -> Result<FloorArgs, String> {
 pub fn child_main(args: FloorArgs) -> io::Result<()> {
     let before = own_usage();
     let started = mono_now_ns();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(args.threads.max(1))
-        .enable_all()
-        .build()?;
-    let next = Arc::new(AtomicU64::new(0));
-    let body: Arc<[u8]> = args.body.clone().into();
-    let results = runtime.block_on(async {
-        let mut tasks = Vec::with_capacity(args.streams);
-        for _ in 0..args.streams {
-            let (next, body) = (next.clone(), body.clone());
-            let (addr, total, cap) = (args.addr, args.requests, args.events_per_request);
-            tasks.push(tokio::spawn(stream_loop(addr, next, total, body, cap)));
-        }
-        let mut all = Vec::new();
-        let mut failures = 0u64;
-        for task in tasks {
-            match task.await {
-                Ok(Ok(done)) => all.extend(done),
-                Ok(Err(_)) | Err(_) => failures += 1,
-            }
-        }
-        (all, failures)
-    });
+    let (all, failures) = match args.kind {
+        FloorKind::Epoll => crate::floor_epoll::run(&args)?,
+        FloorKind::Tokio => crate::floor_tokio::run(&args)?,
+    };
     let ended = mono_now_ns();
-    drop(runtime);
     // Measured before the arrivals are written: a floor client would not write them.
     let after = own_usage();
     let peak_kib = crate::procs::vm_hwm_kib("/proc/self/status").unwrap_or(0);
-    let (all, failures) = results;
     let events: u64 = all.iter().map(|a| a.events.len() as u64).sum();
     let reads: u64 = all.iter().map(|a| u64::from(a.event_reads)).sum();
     let mut file = io::BufWriter::new(std::fs::File::create(&args.out)?);
@@ -129,80 +211,6 @@ pub fn child_main(args: FloorArgs) -> io::Result<()> {
         ended - started
     );
     Ok(())
-}
-
-/// One closed-loop stream: claim an id, send, read to the end of the body, repeat.
-async fn stream_loop(
-    addr: SocketAddr,
-    next: Arc<AtomicU64>,
-    total: u64,
-    body: Arc<[u8]>,
-    events_per_request: usize,
-) -> io::Result<Vec<Arrivals>> {
-    let mut done = Vec::new();
-    let mut buf = vec![0u8; READ_BUF];
-    let mut conn: Option<TcpStream> = None;
-    loop {
-        let id = next.fetch_add(1, Ordering::Relaxed);
-        if id >= total {
-            return Ok(done);
-        }
-        let stream = match conn.as_mut() {
-            Some(stream) => stream,
-            None => {
-                let stream = TcpStream::connect(addr).await?;
-                stream.set_nodelay(true)?;
-                conn.insert(stream)
-            }
-        };
-        let mut request = format!(
-            "POST /v1/chat/completions HTTP/1.1\r\nhost: {addr}\r\n\
-             content-type: application/json\r\naccept: text/event-stream\r\n\
-             x-request-id: {id}\r\ncontent-length: {}\r\n\r\n",
-            body.len()
-        )
-        .into_bytes();
-        request.extend_from_slice(&body);
-        stream.write_all(&request).await?;
-        let mut arrivals = Arrivals {
-            id,
-            events: Vec::with_capacity(events_per_request),
-            event_reads: 0,
-        };
-        let mut prev = 0u8;
-        let mut tail = [0u8; 7];
-        loop {
-            let n = stream.read(&mut buf).await?;
-            let now = mono_now_ns();
-            if n == 0 {
-                conn = None;
-                break;
-            }
-            let data = &buf[..n];
-            let before = arrivals.events.len();
-            for i in memchr::memchr_iter(b'\n', data) {
-                let previous = if i == 0 { prev } else { data[i - 1] };
-                if previous == b'\n' {
-                    arrivals.events.push(now);
-                }
-            }
-            if arrivals.events.len() > before {
-                arrivals.event_reads += 1;
-            }
-            prev = data[n - 1];
-            let width = tail.len();
-            if n >= width {
-                tail.copy_from_slice(&data[n - width..]);
-            } else {
-                tail.rotate_left(n);
-                tail[width - n..].copy_from_slice(data);
-            }
-            if &tail == BODY_END {
-                break;
-            }
-        }
-        done.push(arrivals);
-    }
 }
 
 /// (user + system CPU ns, current RSS bytes) of this process.
@@ -251,4 +259,33 @@ pub fn read_arrivals(path: &std::path::Path) -> io::Result<Vec<Arrivals>> {
         });
     }
     Ok(out)
+}
+
+/// Check the scanner on hand-made responses split at every byte boundary (run by the
+/// `cargo test --benches` self-check).
+pub fn self_check() -> io::Result<()> {
+    let response: &[u8] = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n\
+        f\r\ndata: {\"a\":1}\n\n\r\nf\r\ndata: {\"b\":2}\n\n\r\ne\r\ndata: [DONE]\n\n\r\n0\r\n\r\n";
+    for split in 1..response.len() {
+        let mut scan = Scan::new(7, 4);
+        let first = scan.feed(&response[..split], 1);
+        let second = scan.feed(&response[split..], 2);
+        if first || !second || scan.arrivals.events.len() != 3 {
+            return Err(io::Error::other(format!(
+                "floor scan wrong at split {split}: {} events, end {first}/{second}",
+                scan.arrivals.events.len()
+            )));
+        }
+    }
+    let (head, rest) = request_parts("127.0.0.1:9".parse().map_err(io::Error::other)?, b"{}");
+    let mut request = head;
+    request.extend_from_slice(b"5");
+    request.extend_from_slice(&rest);
+    let expected = "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1:9\r\n\
+         content-type: application/json\r\naccept: text/event-stream\r\n\
+         x-request-id: 5\r\ncontent-length: 2\r\n\r\n{}";
+    if request != expected.as_bytes() {
+        return Err(io::Error::other("floor request bytes changed"));
+    }
+    Ok(())
 }

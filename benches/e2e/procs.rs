@@ -86,21 +86,43 @@ pub struct Reaped {
     pub max_rss_bytes: u64,
 }
 
-/// Run `command` to completion and reap it with wait4 (std's `wait` discards the rusage).
+/// Run `command` to completion and reap it with wait4 (std's `wait` discards the rusage);
+/// SIGKILL and an error after `limit`.
 ///
 /// Peak RSS is the child's `VmHWM` from /proc, sampled every 10 ms while it runs, not wait4's
 /// `ru_maxrss`: Linux carries the parent's RSS at spawn time into the child's `ru_maxrss`, and
 /// this process holds whole truth logs in memory.
-pub fn run_measured(mut command: Command) -> io::Result<Reaped> {
+pub fn run_measured(command: Command, limit: Duration) -> io::Result<Reaped> {
+    run_measured_inner(command, limit, false)
+}
+
+/// Like [`run_measured`] for a client made of several processes (a Python tool and its
+/// services): it runs in its own process group, this process is made a child subreaper so
+/// that descendants orphaned on the way are reparented here, and once the child has exited
+/// every remaining member of its group is reaped too (SIGKILLed after 10 s), their CPU time
+/// added. wait4 of the child already includes every descendant the child itself reaped.
+/// On timeout the whole group is SIGKILLed. Peak RSS is the main process's only.
+pub fn run_measured_tree(command: Command, limit: Duration) -> io::Result<Reaped> {
+    // SAFETY: plain prctl; makes orphaned descendants our children instead of init's.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    run_measured_inner(command, limit, true)
+}
+
+fn run_measured_inner(mut command: Command, limit: Duration, tree: bool) -> io::Result<Reaped> {
+    if tree {
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    }
     let child = command.spawn()?;
     let pid = child.id() as libc::pid_t;
     // The Child handle is not waited on again: wait4 below reaps the process.
     std::mem::forget(child);
     let status_path = format!("/proc/{pid}/status");
+    let deadline = Instant::now() + limit;
     let mut peak_kib = 0u64;
     let mut status = 0;
     // SAFETY: an all-zero rusage is valid; wait4 writes into it and into `status`.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let mut timed_out = false;
     loop {
         if let Some(hwm) = vm_hwm_kib(&status_path) {
             peak_kib = peak_kib.max(hwm);
@@ -116,13 +138,61 @@ pub fn run_measured(mut command: Command) -> io::Result<Reaped> {
                 return Err(err);
             }
         }
+        if !timed_out && Instant::now() >= deadline {
+            timed_out = true;
+            let target = if tree { -pid } else { pid };
+            // SAFETY: kill(2) of our own child (or of the process group it leads).
+            unsafe { libc::kill(target, libc::SIGKILL) };
+        }
         std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut cpu = crate::cpu_ns(&usage);
+    if tree {
+        cpu += reap_group(pid);
+    }
+    if timed_out {
+        return Err(io::Error::other(format!(
+            "killed after {} s",
+            limit.as_secs()
+        )));
     }
     Ok(Reaped {
         status,
-        cpu_ns: crate::cpu_ns(&usage),
+        cpu_ns: cpu,
         max_rss_bytes: peak_kib * 1024,
     })
+}
+
+/// Reap what is left of process group `pgid` among our children (orphans reparented to this
+/// subreaper); SIGKILL the group after 10 s. Returns their CPU ns.
+fn reap_group(pgid: libc::pid_t) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut cpu = 0;
+    let mut killed = false;
+    loop {
+        let mut status = 0;
+        // SAFETY: an all-zero rusage is valid; wait4 writes into it.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: waits only for our children in group `pgid`; pointers are valid.
+        let rc = unsafe { libc::wait4(-pgid, &mut status, libc::WNOHANG, &mut usage) };
+        if rc > 0 {
+            cpu += crate::cpu_ns(&usage);
+            continue;
+        }
+        if rc < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return cpu; // ECHILD: none left
+        }
+        if !killed && Instant::now() >= deadline {
+            killed = true;
+            // SAFETY: kill(2) of the process group our child led.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// `VmHWM` (peak resident set of the current address space) in KiB from a /proc status file.

@@ -46,8 +46,14 @@ pub fn machine() -> String {
     format!("{cores} cores ({model}), Linux {kernel}")
 }
 
-/// Both tables, the machine and the command.
-pub fn markdown(results: &[LevelResult], command: &str, notes: &str) -> String {
+/// The tables, the machine and the command; `aiperf_note` says why the AIPerf columns are
+/// missing, when they are.
+pub fn markdown(
+    results: &[LevelResult],
+    command: &str,
+    notes: &str,
+    aiperf_note: Option<&str>,
+) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "Machine: {}; simulator on the same cores.  ", machine());
     let _ = writeln!(s, "Command: `{command}`  ");
@@ -141,6 +147,90 @@ pub fn markdown(results: &[LevelResult], command: &str, notes: &str) -> String {
             r.recorder.joined,
             opt(r.floor.as_ref(), |f| f.joined.to_string()),
         );
+    }
+    s.push('\n');
+    s.push_str(&peers(results, aiperf_note));
+    s
+}
+
+/// Recorder, floor and AIPerf side by side: CPU per chunk and timestamp error.
+fn peers(results: &[LevelResult], aiperf_note: Option<&str>) -> String {
+    let mut s = String::new();
+    let with_aiperf = results.iter().any(|r| r.aiperf.is_some());
+    let cpu = |side: &Side| format!("{:.2}", side.cpu_ns_per_chunk() / 1000.0);
+    let err = |side: &Side, pick: fn(&crate::accuracy::Percentiles) -> i64| {
+        opt(side.error, |p| us(pick(&p) as f64))
+    };
+    if with_aiperf {
+        s.push_str(
+            "| streams | step ms | CPU µs/chunk rec | floor | AIPerf | AIPerf marginal | rec ÷ floor | \
+             AIPerf ÷ floor | error µs p50 rec | floor | AIPerf | p99 rec | floor | AIPerf | \
+             achieved AIPerf | joined AIPerf |\n",
+        );
+        s.push_str(
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        );
+    } else {
+        s.push_str(
+            "| streams | step ms | CPU µs/chunk rec | floor | rec ÷ floor | error µs p50 rec | \
+             floor | p99 rec | floor |\n",
+        );
+        s.push_str("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    }
+    for r in results {
+        let (rec, floor) = (&r.recorder, r.floor.as_ref());
+        let per = |side: &Side| side.cpu_ns_per_chunk();
+        let mut row = format!(
+            "| {} | {} | {} | {} | ",
+            r.level.streams,
+            r.level.step_ms,
+            cpu(rec),
+            opt(floor, cpu)
+        );
+        if with_aiperf {
+            let peer = r.aiperf.as_ref();
+            let a = peer.map(|p| &p.side);
+            let _ = write!(
+                row,
+                "{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                opt(a, cpu),
+                opt(peer.and_then(|p| p.marginal_cpu_ns_per_chunk), |m| format!(
+                    "{:.2}",
+                    m / 1000.0
+                )),
+                opt(floor, |f| ratio(per(rec), per(f))),
+                match (a, floor) {
+                    (Some(a), Some(f)) => ratio(per(a), per(f)),
+                    _ => "—".into(),
+                },
+                err(rec, |p| p.p50),
+                opt(floor, |f| err(f, |p| p.p50)),
+                opt(a, |a| err(a, |p| p.p50)),
+                err(rec, |p| p.p99),
+                opt(floor, |f| err(f, |p| p.p99)),
+                opt(a, |a| err(a, |p| p.p99)),
+                opt(a, |a| format!(
+                    "{:.0}%",
+                    100.0 * a.achieved_rate() / r.level.requested_rate()
+                )),
+                opt(a, |a| format!("{} / {}", a.joined, a.chunks)),
+            );
+        } else {
+            let _ = write!(
+                row,
+                "{} | {} | {} | {} | {} |",
+                opt(floor, |f| ratio(per(rec), per(f))),
+                err(rec, |p| p.p50),
+                opt(floor, |f| err(f, |p| p.p50)),
+                err(rec, |p| p.p99),
+                opt(floor, |f| err(f, |p| p.p99)),
+            );
+        }
+        s.push_str(&row);
+        s.push('\n');
+    }
+    if let Some(note) = aiperf_note {
+        let _ = writeln!(s, "\n{note}");
     }
     s
 }

@@ -2,6 +2,7 @@
 //! bounded channel, an mmap reader that verifies and recovers, and the clock anchor.
 //!
 //! Nothing here speaks to the network. docs/FORMAT.md specifies every byte.
+//! `examples/foreign_client.rs` embeds the writer in a client of its own (docs/FORMAT.md, 9).
 
 pub mod block;
 mod block_decoder;

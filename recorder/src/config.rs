@@ -36,6 +36,27 @@ pub enum HttpVersion {
     Http2,
 }
 
+/// Which HTTP client carries the measured requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClientKind {
+    /// hyper's pooled client (HTTP/1.1 and HTTP/2).
+    Hyper,
+    /// The recorder's own HTTP/1.1 client: the request's task reads its socket ([`crate::h1`]).
+    /// HTTP/2 (`--http 2`) goes through hyper all the same.
+    #[default]
+    Own,
+}
+
+impl ClientKind {
+    /// The name the manifest and `--client` use.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClientKind::Hyper => "hyper",
+            ClientKind::Own => "own-http1",
+        }
+    }
+}
+
 /// How request start times are chosen.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Load {
@@ -196,6 +217,8 @@ pub struct RecordConfig {
     pub start_at_realtime_ns: Option<u64>,
     /// The id all shards of a run share (None: derived from the plan).
     pub run_id: Option<String>,
+    /// The client of the measured requests.
+    pub client: ClientKind,
 }
 
 /// The default of [`RecordConfig::checkpoint_every`]: with the writer's 1 s block age, a
@@ -203,6 +226,15 @@ pub struct RecordConfig {
 pub const DEFAULT_CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
 
 impl RecordConfig {
+    /// The client the measured requests take: the one asked for, except that HTTP/2
+    /// (`--http 2`) always goes through hyper.
+    pub fn effective_client(&self) -> ClientKind {
+        match (self.client, self.http) {
+            (ClientKind::Own, HttpVersion::Http2) => ClientKind::Hyper,
+            (client, _) => client,
+        }
+    }
+
     /// A configuration with defaults for everything but the target and the output.
     pub fn new(base_url: impl Into<String>, model: impl Into<String>, output: PathBuf) -> Self {
         RecordConfig {
@@ -244,6 +276,7 @@ impl RecordConfig {
             shard: crate::shard::ShardPlan::SINGLE,
             start_at_realtime_ns: None,
             run_id: None,
+            client: ClientKind::Own,
         }
     }
 }

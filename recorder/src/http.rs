@@ -86,7 +86,7 @@ fn build(
     Ok(client.build(connector))
 }
 
-fn tls_config(config: &RecordConfig) -> Result<ClientConfig, RecordError> {
+pub(crate) fn tls_config(config: &RecordConfig) -> Result<ClientConfig, RecordError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()

@@ -9,6 +9,7 @@ pub mod body;
 pub mod calibrate;
 pub mod config;
 pub mod error;
+pub mod h1;
 pub mod health;
 pub mod http;
 pub mod load;
@@ -24,7 +25,7 @@ pub mod shard_start;
 pub mod stream;
 
 pub use config::{
-    Api, Arrival, Capture, HttpVersion, Load, ProgressMode, PromptSource, RecordConfig,
+    Api, Arrival, Capture, ClientKind, HttpVersion, Load, ProgressMode, PromptSource, RecordConfig,
 };
 pub use error::RecordError;
 pub use run::{run, run_async, RunSummary};

@@ -105,6 +105,12 @@ impl CloseWatch {
         self.0.load(Ordering::Relaxed)
     }
 
+    /// Notes that a server closed a connection right after a response (the own client sees it
+    /// on its idle connections).
+    pub fn mark(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
     /// Notes an end of stream on a connection whose last read was `last_read_ns`.
     fn eof(&self, last_read_ns: u64) {
         if last_read_ns != 0 && mono_now_ns().saturating_sub(last_read_ns) < CLOSE_AFTER_RESPONSE_NS
@@ -139,6 +145,11 @@ impl TimedTcp {
     /// This stream's clock.
     pub fn clock(&self) -> &ReadClock {
         &self.clock
+    }
+
+    /// The socket underneath (for a peek at an idle connection).
+    pub fn tcp(&self) -> &TcpStream {
+        &self.tcp
     }
 }
 

@@ -2,7 +2,7 @@
 //! drive the load, handle Ctrl-C, and finish the trace with the client's health.
 
 use crate::calibrate::{calibrate, Method};
-use crate::config::{Api, Load, ProgressMode, PromptSource, RecordConfig};
+use crate::config::{Api, ClientKind, Load, ProgressMode, PromptSource, RecordConfig};
 use crate::error::RecordError;
 use crate::health::{process_usage, LagProbe};
 use crate::http::{build_fresh_client, build_watched_client, fetch, request_headers, HttpClient};
@@ -105,6 +105,8 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
         chunk_capacity,
         // Set once the trace exists; calibration probes are not part of it.
         checkpoints: None,
+        // Set once calibration is done: its probes go through hyper.
+        own: None,
     };
     let (prompts, calibration) = match &config.prompts {
         PromptSource::Synthetic { input_tokens } => {
@@ -130,6 +132,13 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
             None,
         ),
     };
+    let client = config.effective_client();
+    if client == ClientKind::Own {
+        let mut tls = crate::http::tls_config(&config)?;
+        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let pool = crate::h1::Pool::new(&ctx.uri, &ctx.headers, Some(Arc::new(tls)))?;
+        ctx.own = Some(Arc::new(pool));
+    }
     // A sharded run's schedule starts at the agreed instant, whenever this shard got ready.
     let started = crate::shard_start::wait(&ctx, config.start_at_realtime_ns, &anchor).await;
     let start_realtime_ns = realtime_now_ns();
@@ -140,6 +149,9 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
     );
     manifest.request_id_header = request_id.map(|(_, id)| id);
     manifest.shard = crate::shard_start::info(&config, &started);
+    manifest
+        .extra
+        .insert("http_client".into(), client.name().into());
     crate::server_info::ServerInfo::store(server_info.as_ref(), &mut manifest);
     if let Some(c) = &calibration {
         manifest
@@ -360,6 +372,7 @@ fn validate(config: &RecordConfig) -> Result<(), RecordError> {
         return bad("give --requests or --duration (or both)");
     }
     crate::shard_start::validate(config).map_err(RecordError::Config)?;
+
     match config.load {
         Load::Closed { concurrency: 0 } => return bad("--concurrency must be at least 1"),
         Load::Open { rate, arrival } => {

@@ -68,6 +68,9 @@ pub struct StreamContext {
     /// Where and how often a request still streaming checkpoints its new chunks (None: no
     /// checkpoints; calibration probes have none).
     pub checkpoints: Option<(RecordSender, Duration)>,
+    /// The own HTTP/1.1 client's pool, when measured requests go through it (`--client own`;
+    /// None: hyper).
+    pub own: Option<std::sync::Arc<crate::h1::Pool>>,
 }
 
 /// A deadline this far away never fires within a run.
@@ -114,7 +117,12 @@ pub async fn execute(
 ) -> RequestRecord {
     let mut state = StreamState::new(ctx, &spec);
     let finished = {
-        let drive = state.drive(ctx, &spec);
+        let drive = async {
+            match ctx.own.as_deref() {
+                Some(pool) => state.drive_own(ctx, pool, &spec).await,
+                None => state.drive(ctx, &spec).await,
+            }
+        };
         tokio::pin!(drive);
         tokio::select! {
             biased;
@@ -480,20 +488,33 @@ impl StreamState {
                         self.record.meta.end_ns = arrival_ns;
                         return;
                     }
-                    if !had_output && self.first_output && ttft_deadline.is_some() {
-                        sleep.as_mut().reset(total_deadline);
-                    }
-                    if self.done && !draining {
-                        // The request ended at `[DONE]`. The body's own end usually follows at
-                        // once (and lets the connection be reused); a server that keeps the
-                        // body open gets a short wait, then the connection is dropped.
-                        draining = true;
-                        let drained_by = Instant::now() + DONE_DRAIN;
-                        if drained_by < sleep.deadline() {
-                            sleep.as_mut().reset(drained_by);
-                        }
-                    }
+                    let ttft = ttft_deadline.is_some();
+                    self.after_read(had_output, ttft, total_deadline, &mut draining, &mut sleep);
                 }
+            }
+        }
+    }
+
+    /// The deadlines after a read's events, on either client: the first output lifts the
+    /// TTFT deadline (`ttft`: there is one) to the total one, and `[DONE]` starts the drain —
+    /// the body's own end usually follows at once (and lets the connection be reused); a server
+    /// that keeps the body open gets a short wait, then the connection is dropped.
+    fn after_read(
+        &mut self,
+        had_output: bool,
+        ttft: bool,
+        total_deadline: Instant,
+        draining: &mut bool,
+        sleep: &mut std::pin::Pin<&mut tokio::time::Sleep>,
+    ) {
+        if !had_output && self.first_output && ttft {
+            sleep.as_mut().reset(total_deadline);
+        }
+        if self.done && !*draining {
+            *draining = true;
+            let drained_by = Instant::now() + DONE_DRAIN;
+            if drained_by < sleep.deadline() {
+                sleep.as_mut().reset(drained_by);
             }
         }
     }
@@ -561,3 +582,6 @@ mod events;
 #[path = "stream_answer.rs"]
 mod answer;
 use answer::Answer;
+
+#[path = "stream_h1.rs"]
+mod own;

@@ -26,6 +26,19 @@ impl Answer {
         }
     }
 
+    /// The same, from header values already read (the own client's parsed head).
+    pub(super) fn from_parts(
+        content_type: Option<&str>,
+        content_encoding: Option<&str>,
+        location: Option<&str>,
+    ) -> Answer {
+        Answer {
+            content_type: content_type.map(str::to_string),
+            content_encoding: content_encoding.map(str::to_string),
+            location: location.map(str::to_string),
+        }
+    }
+
     /// The outcome of a response that is not a stream to read, with its message: a redirect
     /// (never followed: the measurement is of the URL given), a body in an encoding that was
     /// not asked for, or a success whose content type says it is not an event stream. A

@@ -20,6 +20,18 @@ impl StreamState {
     ) -> Result<(), SseError> {
         let read_index = self.reads;
         self.reads += 1;
+        self.on_data(ctx, arrival_ns, read_index, data)
+    }
+
+    /// Parse body bytes of read `read_index` (one socket read of a chunked body may hold
+    /// several runs of data, each fed here with the read's time and index).
+    pub(super) fn on_data(
+        &mut self,
+        ctx: &StreamContext,
+        arrival_ns: u64,
+        read_index: u32,
+        data: &[u8],
+    ) -> Result<(), SseError> {
         let StreamState {
             record,
             parser,

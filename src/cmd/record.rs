@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 use tokentrace_recorder::shard::{parse_start_at, ShardPlan};
 use tokentrace_recorder::{
-    Api, Arrival, Capture, HttpVersion, Load, ProgressMode, PromptSource, RecordConfig,
+    Api, Arrival, Capture, ClientKind, HttpVersion, Load, ProgressMode, PromptSource, RecordConfig,
 };
 
 /// Arguments of `tokentrace record`.
@@ -147,6 +147,17 @@ pub struct Args {
     /// The id every shard of the run shares (default: derived from the plan).
     #[arg(long, value_name = "ID")]
     run_id: Option<String>,
+    /// The HTTP client of the measured requests: the recorder's own HTTP/1.1 client, whose
+    /// request task reads its socket itself, or hyper's (for comparison; --http 2 always
+    /// uses hyper's). docs/PERFORMANCE.md compares them.
+    #[arg(long, value_enum, default_value_t = ClientArg::Own)]
+    client: ClientArg,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ClientArg {
+    Hyper,
+    Own,
 }
 
 /// The shard plan of `--shard I/N` or `--shards N` with `$JOB_COMPLETION_INDEX`.
@@ -353,6 +364,10 @@ fn config_from(args: Args) -> anyhow::Result<RecordConfig> {
         .transpose()
         .map_err(anyhow::Error::msg)?;
     config.run_id = args.run_id.clone();
+    config.client = match args.client {
+        ClientArg::Hyper => ClientKind::Hyper,
+        ClientArg::Own => ClientKind::Own,
+    };
     config.handle_ctrl_c = true;
     config.argv = std::env::args().collect();
     Ok(config)

@@ -25,6 +25,26 @@ pub fn fast_sim() -> SimConfig {
     }
 }
 
+/// A fast simulator whose arrivals fail on a schedule: every 5th answers HTTP 500, every 7th is
+/// reset after 2 chunks, every 11th malformed, every 3rd ends without `[DONE]`, every 13th
+/// sends a 4 KiB line (arrival n is request id n-1 with one request at a time and a prompt
+/// file, so no calibration probes).
+pub fn fault_matrix_sim() -> SimConfig {
+    SimConfig {
+        faults: tokentrace_sim::FaultConfig {
+            http_500_every: 5,
+            reset_every: 7,
+            malformed_every: 11,
+            no_done_every: 3,
+            oversize_every: 13,
+            oversize_bytes: 4096,
+            after_chunks: 2,
+            ..tokentrace_sim::FaultConfig::default()
+        },
+        ..fast_sim()
+    }
+}
+
 /// Starts a simulator in this process, on a free loopback port.
 pub fn sim(config: SimConfig) -> SimHandle {
     SimServer::spawn_background(config).unwrap()
@@ -52,6 +72,16 @@ fn record_args(url: &str, out: &Path, args: &[&str]) -> Vec<OsString> {
     let mut all: Vec<OsString> = fixed.iter().map(OsString::from).collect();
     all.push(out.into());
     all.extend(args.iter().map(OsString::from));
+    // `TOKENTRACE_TEST_CLIENT=hyper` runs every recording test over hyper's client (the
+    // default is the recorder's own HTTP/1.1 client).
+    if let Some(client) = std::env::var_os("TOKENTRACE_TEST_CLIENT") {
+        // HTTP/2 stays on hyper.
+        let http2 = args.windows(2).any(|w| w == ["--http", "2"]);
+        if !args.contains(&"--client") && !http2 {
+            all.push("--client".into());
+            all.push(client);
+        }
+    }
     all
 }
 

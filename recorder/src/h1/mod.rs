@@ -1,0 +1,243 @@
+//! The recorder's own HTTP/1.1 client for the measured requests (`--client own`): the task
+//! that streams a request owns its socket, frames the response itself ([`response`]) and
+//! feeds the SSE parser straight from each read, stamped before anything looks at the bytes.
+//! hyper's client, by contrast, decodes frames in a connection task and hands each to the
+//! request task through a channel (two wake-ups per chunk). Connections are kept alive in a
+//! small pool; TLS is rustls on the same socket. Preflight, calibration and server-info calls
+//! stay on hyper: they are not measured.
+
+pub mod response;
+
+use crate::error::RecordError;
+use crate::read_clock::{CloseWatch, ReadClock, TimedTcp};
+use hyper::header::HeaderMap;
+use hyper::Uri;
+use rustls::pki_types::ServerName;
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::TlsConnector;
+
+/// Bytes per socket read: SSE events are small; a larger event spans reads.
+pub const READ_BUF: usize = 4096;
+
+/// A connection: plain TCP or TLS over it. Either way the TCP stream is a [`TimedTcp`], whose
+/// clock holds the kernel's receive time of the latest read (`SO_TIMESTAMPNS`), as on the
+/// hyper path: a read's arrival does not depend on when this task got to run.
+pub enum Io {
+    /// `http://`.
+    Plain(TimedTcp),
+    /// `https://`.
+    Tls(Box<TlsStream<TimedTcp>>),
+}
+
+impl AsyncRead for Io {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Io {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_flush(cx),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+/// A connection with its read buffer, and whether it carried an earlier response.
+pub struct Conn {
+    /// The socket.
+    pub io: Io,
+    /// The read buffer, kept with the connection so a request allocates none.
+    pub buf: Box<[u8; READ_BUF]>,
+    /// Whether a response was read on it before (a failure before any byte then may be the
+    /// server's close of an idle keep-alive connection).
+    pub reused: bool,
+    /// The TCP stream's read clock.
+    pub clock: ReadClock,
+}
+
+impl Conn {
+    /// Whether the server closed (or wrote to) this idle connection: a peek that does not
+    /// wait. An idle connection has nothing to say, so bytes mean it cannot be reused either.
+    fn peer_closed(&self) -> bool {
+        let tcp = match &self.io {
+            Io::Plain(tcp) => tcp.tcp(),
+            Io::Tls(tls) => tls.get_ref().0.tcp(),
+        };
+        let mut probe = [0u8; 1];
+        let mut buf = ReadBuf::new(&mut probe);
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        !matches!(tcp.poll_peek(&mut cx, &mut buf), Poll::Pending)
+    }
+}
+
+/// Where the measured requests go, and the idle connections to it.
+pub struct Pool {
+    host: String,
+    port: u16,
+    tls: Option<(TlsConnector, ServerName<'static>)>,
+    /// Request line and headers up to the blank line, without the per-request ones.
+    head_prefix: Vec<u8>,
+    idle: Mutex<Vec<(Conn, Instant)>>,
+}
+
+/// How long a kept-alive connection may sit idle and still be reused (as hyper's pool:
+/// under the 5 s servers keep idle connections).
+const IDLE_LIMIT: Duration = crate::http::POOL_IDLE_TIMEOUT;
+/// How long a TCP connect (and TLS handshake) may take.
+const CONNECT_LIMIT: Duration = Duration::from_secs(10);
+
+impl Pool {
+    /// A pool for POSTs to `uri` with `headers` (the run's headers: content type, accept,
+    /// authorization, custom ones).
+    pub fn new(
+        uri: &Uri,
+        headers: &HeaderMap,
+        tls: Option<Arc<rustls::ClientConfig>>,
+    ) -> Result<Pool, RecordError> {
+        let bad = |m: String| RecordError::Config(m);
+        let host = uri
+            .host()
+            .ok_or_else(|| bad(format!("{uri}: no host")))?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        let https = uri.scheme_str() == Some("https");
+        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        let tls = match (https, tls) {
+            (false, _) => None,
+            (true, Some(config)) => {
+                let name =
+                    ServerName::try_from(host.clone()).map_err(|e| bad(format!("{uri}: {e}")))?;
+                Some((TlsConnector::from(config), name))
+            }
+            (true, None) => return Err(bad(format!("{uri}: https without a TLS configuration"))),
+        };
+        let path = uri.path_and_query().map_or("/", |p| p.as_str());
+        let authority = uri.authority().map_or(host.as_str(), |a| a.as_str());
+        let mut head = format!("POST {path} HTTP/1.1\r\nhost: {authority}\r\n").into_bytes();
+        for (name, value) in headers {
+            head.extend_from_slice(name.as_str().as_bytes());
+            head.extend_from_slice(b": ");
+            head.extend_from_slice(value.as_bytes());
+            head.extend_from_slice(b"\r\n");
+        }
+        Ok(Pool {
+            host,
+            port,
+            tls,
+            head_prefix: head,
+            idle: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The request bytes: the shared head, `extra` headers, the length and the body.
+    pub fn request(&self, extra: &[(&str, &[u8])], body: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.head_prefix.len() + body.len() + 128);
+        out.extend_from_slice(&self.head_prefix);
+        for (name, value) in extra {
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value);
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
+        out.extend_from_slice(body);
+        out
+    }
+
+    /// An idle connection young enough to reuse and still open, if there is one. A server
+    /// that closed one within a second of its response closes after every response: `closes`
+    /// is marked, and from then on no connection is reused (each request gets its own).
+    pub fn take_idle(&self, closes: &CloseWatch) -> Option<Conn> {
+        if closes.closed_after_response() {
+            return None;
+        }
+        let mut idle = self.idle.lock().ok()?;
+        while let Some((conn, since)) = idle.pop() {
+            if since.elapsed() >= IDLE_LIMIT {
+                continue;
+            }
+            if conn.peer_closed() {
+                if since.elapsed() < Duration::from_secs(1) {
+                    closes.mark();
+                }
+                continue;
+            }
+            return Some(conn);
+        }
+        None
+    }
+
+    /// Keeps `conn` for the next request.
+    pub fn put_back(&self, mut conn: Conn) {
+        conn.reused = true;
+        if let Ok(mut idle) = self.idle.lock() {
+            idle.push((conn, Instant::now()));
+        }
+    }
+
+    /// A new connection (TCP, then TLS when the URL is https), within [`CONNECT_LIMIT`];
+    /// `closes` learns when the server closes it right after a response.
+    pub async fn connect(&self, closes: &CloseWatch) -> io::Result<Conn> {
+        let connecting = async {
+            let tcp = TcpStream::connect((self.host.as_str(), self.port)).await?;
+            tcp.set_nodelay(true)?;
+            let timed = TimedTcp::new(tcp, closes.clone());
+            let clock = timed.clock().clone();
+            let io = match &self.tls {
+                None => Io::Plain(timed),
+                Some((connector, name)) => {
+                    Io::Tls(Box::new(connector.connect(name.clone(), timed).await?))
+                }
+            };
+            Ok(Conn {
+                io,
+                buf: Box::new([0u8; READ_BUF]),
+                reused: false,
+                clock,
+            })
+        };
+        match tokio::time::timeout(CONNECT_LIMIT, connecting).await {
+            Ok(result) => result,
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no connection within {} s", CONNECT_LIMIT.as_secs()),
+            )),
+        }
+    }
+}

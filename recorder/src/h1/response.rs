@@ -1,0 +1,415 @@
+//! An HTTP/1.1 response as the recorder reads it: the head (status line and the headers it
+//! uses) and the body's framing — chunked, length-delimited or delimited by the connection's
+//! close (RFC 9112 §6–7). Pure byte work on what each socket read brought: no I/O, no
+//! allocation per read once a request is under way.
+
+/// The longest response head accepted; a server sending more is not answering an API call.
+pub const MAX_HEAD: usize = 64 * 1024;
+/// The longest chunk-size line accepted (size, extensions, CRLF).
+const MAX_SIZE_LINE: usize = 1024;
+
+/// A response head.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Head {
+    /// Status code.
+    pub status: u16,
+    /// `HTTP/1.0` answers close their connection unless they say otherwise.
+    pub http10: bool,
+    /// Every header, names lower-cased, values trimmed, in order.
+    pub headers: Vec<(String, String)>,
+}
+
+impl Head {
+    /// The first value of header `name` (lower case).
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// How the body is delimited, or why it cannot be read.
+    pub fn framing(&self, request_was_head: bool) -> Result<Framing, String> {
+        if request_was_head || (100..200).contains(&self.status) || matches!(self.status, 204 | 304)
+        {
+            return Ok(Framing::Length(0));
+        }
+        if let Some(te) = self.get("transfer-encoding") {
+            let last = te.rsplit(',').next().unwrap_or("").trim();
+            if last.eq_ignore_ascii_case("chunked") {
+                return Ok(Framing::Chunked(Chunked::default()));
+            }
+            // Any other coding last: the body runs to the connection's close (RFC 9112 6.3).
+            return Ok(Framing::Close);
+        }
+        match self.get("content-length") {
+            Some(v) => v
+                .trim()
+                .parse::<u64>()
+                .map(Framing::Length)
+                .map_err(|_| format!("invalid Content-Length {v:?}")),
+            None => Ok(Framing::Close),
+        }
+    }
+
+    /// Whether the connection may carry another request after this response.
+    pub fn keeps_alive(&self) -> bool {
+        let connection = self.get("connection").unwrap_or("");
+        let has = |token: &str| {
+            connection
+                .split(',')
+                .any(|t| t.trim().eq_ignore_ascii_case(token))
+        };
+        if self.http10 {
+            has("keep-alive")
+        } else {
+            !has("close")
+        }
+    }
+}
+
+/// Where the head ends in `buf` (the index after its blank line), if it has arrived.
+pub fn head_end(buf: &[u8]) -> Option<usize> {
+    memchr::memmem::find(buf, b"\r\n\r\n").map(|i| i + 4)
+}
+
+/// Parses a complete head (`buf` up to and including its blank line).
+pub fn parse_head(buf: &[u8]) -> Result<Head, String> {
+    let text = std::str::from_utf8(buf).map_err(|_| "response head is not UTF-8".to_string())?;
+    let mut lines = text.split("\r\n");
+    let status_line = lines.next().unwrap_or("");
+    let mut parts = status_line.splitn(3, ' ');
+    let version = parts.next().unwrap_or("");
+    let http10 = match version {
+        "HTTP/1.1" => false,
+        "HTTP/1.0" => true,
+        _ => return Err(format!("not an HTTP/1.x status line: {status_line:?}")),
+    };
+    let status = parts
+        .next()
+        .and_then(|s| s.parse::<u16>().ok())
+        .filter(|s| (100..1000).contains(s))
+        .ok_or_else(|| format!("bad status line {status_line:?}"))?;
+    let mut headers = Vec::new();
+    for line in lines.filter(|l| !l.is_empty()) {
+        let (name, value) = line
+            .split_once(':')
+            .ok_or_else(|| format!("bad header line {line:?}"))?;
+        if name.is_empty() || name.contains(|c: char| c.is_whitespace()) {
+            return Err(format!("bad header name {name:?}"));
+        }
+        headers.push((name.to_ascii_lowercase(), value.trim().to_string()));
+    }
+    Ok(Head {
+        status,
+        http10,
+        headers,
+    })
+}
+
+/// How a body ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Framing {
+    /// `Transfer-Encoding: chunked`.
+    Chunked(Chunked),
+    /// `Content-Length`: the bytes still to come.
+    Length(u64),
+    /// Until the server closes the connection.
+    Close,
+}
+
+/// Where a chunked body's decoder stands.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Chunked {
+    state: ChunkState,
+    /// A chunk-size or trailer line cut by a read.
+    line: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum ChunkState {
+    /// Reading a chunk-size line.
+    #[default]
+    Size,
+    /// In a chunk's data, this many bytes left.
+    Data(u64),
+    /// The CRLF after a chunk's data (`bool`: its CR was seen).
+    DataEnd(bool),
+    /// Trailer lines after the last chunk.
+    Trailer,
+    /// The body is over.
+    Done,
+}
+
+/// What decoding one read's bytes gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decoded {
+    /// Bytes of the input consumed (the rest belongs to no response: a server that sends more
+    /// than the body is not followed).
+    pub consumed: usize,
+    /// Whether the body is complete.
+    pub done: bool,
+}
+
+impl Framing {
+    /// Decodes `input`, handing each run of body data to `data` (several per read when a read
+    /// holds several chunks). Err when the framing is broken.
+    pub fn decode(&mut self, input: &[u8], mut data: impl FnMut(&[u8])) -> Result<Decoded, String> {
+        match self {
+            Framing::Close => {
+                if !input.is_empty() {
+                    data(input);
+                }
+                Ok(Decoded {
+                    consumed: input.len(),
+                    done: false,
+                })
+            }
+            Framing::Length(left) => {
+                let take = usize::try_from(*left).map_or(input.len(), |l| l.min(input.len()));
+                if take > 0 {
+                    data(&input[..take]);
+                }
+                *left -= take as u64;
+                Ok(Decoded {
+                    consumed: take,
+                    done: *left == 0,
+                })
+            }
+            Framing::Chunked(c) => c.decode(input, data),
+        }
+    }
+
+    /// Whether the body is complete.
+    pub fn is_done(&self) -> bool {
+        match self {
+            Framing::Length(left) => *left == 0,
+            Framing::Chunked(c) => c.state == ChunkState::Done,
+            Framing::Close => false,
+        }
+    }
+}
+
+impl Chunked {
+    fn decode(&mut self, input: &[u8], mut data: impl FnMut(&[u8])) -> Result<Decoded, String> {
+        let mut i = 0;
+        while i < input.len() {
+            match self.state {
+                ChunkState::Done => break,
+                ChunkState::Size | ChunkState::Trailer => {
+                    let rest = &input[i..];
+                    let Some(nl) = memchr::memchr(b'\n', rest) else {
+                        self.line.extend_from_slice(rest);
+                        i = input.len();
+                        if self.line.len() > MAX_SIZE_LINE {
+                            return Err("chunk-size line too long".into());
+                        }
+                        break;
+                    };
+                    self.line.extend_from_slice(&rest[..nl]);
+                    i += nl + 1;
+                    let line = std::mem::take(&mut self.line);
+                    let line = line.strip_suffix(b"\r").unwrap_or(&line);
+                    if self.state == ChunkState::Trailer {
+                        if line.is_empty() {
+                            self.state = ChunkState::Done;
+                        }
+                        continue;
+                    }
+                    let size = chunk_size(line)?;
+                    self.state = if size == 0 {
+                        ChunkState::Trailer
+                    } else {
+                        ChunkState::Data(size)
+                    };
+                }
+                ChunkState::Data(left) => {
+                    let rest = &input[i..];
+                    let take = usize::try_from(left).map_or(rest.len(), |l| l.min(rest.len()));
+                    data(&rest[..take]);
+                    i += take;
+                    let left = left - take as u64;
+                    self.state = if left == 0 {
+                        ChunkState::DataEnd(false)
+                    } else {
+                        ChunkState::Data(left)
+                    };
+                }
+                ChunkState::DataEnd(cr) => {
+                    match (cr, input[i]) {
+                        (false, b'\r') => self.state = ChunkState::DataEnd(true),
+                        (_, b'\n') => self.state = ChunkState::Size,
+                        _ => return Err("chunk data not followed by CRLF".into()),
+                    }
+                    i += 1;
+                }
+            }
+        }
+        Ok(Decoded {
+            consumed: i,
+            done: self.state == ChunkState::Done,
+        })
+    }
+}
+
+/// The size of a chunk-size line (hex, optional `;extensions`).
+fn chunk_size(line: &[u8]) -> Result<u64, String> {
+    let hex = line.split(|&b| b == b';').next().unwrap_or(&[]);
+    let hex = std::str::from_utf8(hex).map_err(|_| "bad chunk size".to_string())?;
+    let hex = hex.trim();
+    if hex.is_empty() || hex.len() > 15 {
+        return Err(format!("bad chunk size {hex:?}"));
+    }
+    u64::from_str_radix(hex, 16).map_err(|_| format!("bad chunk size {hex:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn head(text: &str) -> Head {
+        let bytes = text.as_bytes();
+        let end = head_end(bytes).unwrap();
+        parse_head(&bytes[..end]).unwrap()
+    }
+
+    #[test]
+    fn heads_give_status_headers_and_framing() {
+        let h = head("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n");
+        assert_eq!(h.status, 200);
+        assert_eq!(h.get("content-type"), Some("text/event-stream"));
+        assert!(matches!(h.framing(false), Ok(Framing::Chunked(_))));
+        assert!(h.keeps_alive());
+        let h = head("HTTP/1.0 200 OK\r\ncontent-length: 5\r\n\r\n");
+        assert_eq!(h.framing(false), Ok(Framing::Length(5)));
+        assert!(!h.keeps_alive(), "HTTP/1.0 closes unless told otherwise");
+        let h = head("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
+        assert_eq!(h.framing(false), Ok(Framing::Close));
+        assert!(!h.keeps_alive());
+        assert!(parse_head(b"SSH-2.0-OpenSSH\r\n\r\n").is_err());
+        assert!(head("HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n")
+            .framing(false)
+            .is_err());
+    }
+
+    fn decode_all(framing: &mut Framing, reads: &[&[u8]]) -> (Vec<u8>, bool) {
+        let mut out = Vec::new();
+        let mut done = false;
+        for r in reads {
+            let d = framing.decode(r, |b| out.extend_from_slice(b)).unwrap();
+            done = d.done;
+        }
+        (out, done)
+    }
+
+    #[test]
+    fn chunked_bodies_decode_with_extensions_and_trailers() {
+        let body = b"5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nTrailer: x\r\n\r\n";
+        let (out, done) = decode_all(&mut Framing::Chunked(Chunked::default()), &[body]);
+        assert_eq!(out, b"hello world");
+        assert!(done);
+        let mut f = Framing::Chunked(Chunked::default());
+        assert!(
+            f.decode(b"5\r\nhelloXY", |_| {}).is_err(),
+            "no CRLF after data"
+        );
+        let mut f = Framing::Chunked(Chunked::default());
+        assert!(f.decode(b"zz\r\n", |_| {}).is_err());
+    }
+
+    fn chunked(parts: &[Vec<u8>]) -> Vec<u8> {
+        let mut wire = Vec::new();
+        for p in parts.iter().filter(|p| !p.is_empty()) {
+            wire.extend_from_slice(format!("{:x}\r\n", p.len()).as_bytes());
+            wire.extend_from_slice(p);
+            wire.extend_from_slice(b"\r\n");
+        }
+        wire.extend_from_slice(b"0\r\n\r\n");
+        wire
+    }
+
+    /// The events of a whole response read in the pieces `reads`: head, framing and SSE.
+    fn events_of(reads: &[&[u8]]) -> (u16, Vec<Vec<u8>>, bool) {
+        let mut parser = tokentrace_sse::parser::SseParser::new(1 << 20);
+        let mut events = Vec::new();
+        let mut head_bytes = Vec::new();
+        let mut framing: Option<(u16, Framing)> = None;
+        let mut done = false;
+        for read in reads {
+            let body: Vec<u8> = match &framing {
+                Some(_) => read.to_vec(),
+                None => {
+                    head_bytes.extend_from_slice(read);
+                    let Some(end) = head_end(&head_bytes) else {
+                        continue;
+                    };
+                    let head = parse_head(&head_bytes[..end]).unwrap();
+                    framing = Some((head.status, head.framing(false).unwrap()));
+                    head_bytes.split_off(end)
+                }
+            };
+            if let Some((_, f)) = framing.as_mut() {
+                let d = f
+                    .decode(&body, |data| {
+                        parser.feed(data, |e| events.push(e.data.to_vec())).unwrap();
+                    })
+                    .unwrap();
+                done = d.done;
+            }
+        }
+        (framing.map_or(0, |f| f.0), events, done)
+    }
+
+    proptest! {
+        /// Any split of a whole response (head, chunked body, SSE events inside) into reads
+        /// gives the same events as reading it at once.
+        #[test]
+        fn any_split_of_a_response_gives_the_same_events(
+            texts in proptest::collection::vec("[a-z {}\":,]{0,30}", 1..8),
+            sizes in proptest::collection::vec(1usize..50, 1..10),
+            cuts in proptest::collection::vec(0usize..2000, 0..16),
+        ) {
+            let sse: String = texts.iter().map(|t| format!("data: {t}\n\n")).collect();
+            let mut parts = Vec::new();
+            let mut at = 0;
+            for size in sizes.iter().cycle() {
+                if at >= sse.len() {
+                    break;
+                }
+                let end = (at + size).min(sse.len());
+                parts.push(sse.as_bytes()[at..end].to_vec());
+                at = end;
+            }
+            let mut wire = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
+            wire.extend_from_slice(&chunked(&parts));
+            let whole = events_of(&[&wire]);
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (wire.len() + 1)).collect();
+            cuts.extend([0, wire.len()]);
+            cuts.sort_unstable();
+            let reads: Vec<&[u8]> = cuts.windows(2).map(|w| &wire[w[0]..w[1]]).collect();
+            let split = events_of(&reads);
+            prop_assert_eq!(whole.0, 200);
+            prop_assert!(whole.2 && split.2, "the body's end is seen");
+            prop_assert_eq!(whole.1.len(), texts.len());
+            prop_assert_eq!(split, whole);
+        }
+
+        /// Any split of a chunked body into reads gives the same bytes, and the end.
+        #[test]
+        fn any_split_of_a_chunked_body_gives_the_same_bytes(
+            parts in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 0..8),
+            cuts in proptest::collection::vec(0usize..400, 0..12),
+        ) {
+            let wire = chunked(&parts);
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (wire.len() + 1)).collect();
+            cuts.push(0);
+            cuts.push(wire.len());
+            cuts.sort_unstable();
+            let reads: Vec<&[u8]> = cuts.windows(2).map(|w| &wire[w[0]..w[1]]).collect();
+            let (out, done) = decode_all(&mut Framing::Chunked(Chunked::default()), &reads);
+            prop_assert_eq!(out, parts.concat());
+            prop_assert!(done);
+        }
+    }
+}

@@ -1,0 +1,377 @@
+//! One measured request over the recorder's own HTTP/1.1 client (`--client own`, see
+//! [`crate::h1`]): this task writes the request, reads the socket, frames the response and
+//! feeds the SSE parser, each read stamped before its bytes are looked at. The outcomes, the
+//! timeouts, the checkpoints and the one retry of a request whose kept-alive connection the
+//! server had closed are those of the hyper path (`stream.rs`).
+
+use super::answer::Answer;
+use super::events::{truncate_lossy, ERROR_TEXT_LIMIT};
+use super::{RequestSpec, StreamContext, StreamState, KEPT_HEADERS, NEVER, STALE_FAILURE_WINDOW};
+use crate::h1::response::{self, Framing, Head};
+use crate::h1::{Conn, Pool};
+use std::io;
+use tokentrace_format::request_id::write_uuid;
+use tokentrace_format::Outcome;
+use tokentrace_sse::parser::SseError;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::time::Instant;
+
+/// Why an exchange stopped before its body.
+enum Broken {
+    /// A read or write failed (or the server closed) before any byte of the response, on a
+    /// connection that had carried a response before: maybe a stale keep-alive connection.
+    BeforeAnswer { error: String, reused: bool },
+    /// Anything else: no retry.
+    Failed(Outcome, String),
+}
+
+/// A response head and what came after it in the same read.
+struct Answered {
+    conn: Conn,
+    head: Head,
+    /// Bytes after the head, from the read that completed it.
+    rest: Vec<u8>,
+    /// When that read arrived.
+    arrival_ns: u64,
+}
+
+impl StreamState {
+    /// [`StreamState::drive`] over the own client.
+    pub(super) async fn drive_own(&mut self, ctx: &StreamContext, pool: &Pool, spec: &RequestSpec) {
+        let start = Instant::now();
+        let total_deadline = ctx.timeout.map_or(start + NEVER, |t| start + t);
+        let ttft_deadline = ctx.ttft_timeout.map(|t| start + t);
+        let sleep = tokio::time::sleep_until(
+            ttft_deadline.map_or(total_deadline, |d| d.min(total_deadline)),
+        );
+        tokio::pin!(sleep);
+        let tick = tokio::time::sleep_until(ctx.next_checkpoint(start));
+        tokio::pin!(tick);
+        let request = request_bytes(ctx, pool, spec);
+        self.record.meta.send_ns = ctx.now_ns();
+        let sent = Instant::now();
+        let first = exchange(ctx, pool, &request, pool.take_idle(&ctx.closes));
+        let answered = match self.await_ticking(ctx, first, &mut sleep, &mut tick).await {
+            None => return self.timed_out(ctx, ttft_deadline, total_deadline),
+            Some(Err(Broken::BeforeAnswer { reused: true, .. }))
+                if sent.elapsed() <= STALE_FAILURE_WINDOW =>
+            {
+                // The server had closed the kept-alive connection and never saw the request:
+                // send it once more on a new one. Times count from this send. A server that
+                // does this closes after its responses: no connection is reused from now on.
+                ctx.closes.mark();
+                self.record.meta.retries = 1;
+                self.record.meta.send_ns = ctx.now_ns();
+                let again = exchange(ctx, pool, &request, None);
+                match self.await_ticking(ctx, again, &mut sleep, &mut tick).await {
+                    None => return self.timed_out(ctx, ttft_deadline, total_deadline),
+                    Some(answered) => answered,
+                }
+            }
+            Some(answered) => answered,
+        };
+        let Answered {
+            mut conn,
+            head,
+            rest,
+            arrival_ns,
+        } = match answered {
+            Ok(answered) => answered,
+            Err(Broken::BeforeAnswer { error, .. }) => {
+                self.fail(Outcome::StreamError, error);
+                self.record.meta.end_ns = ctx.now_ns();
+                return;
+            }
+            Err(Broken::Failed(outcome, error)) => {
+                self.fail(outcome, error);
+                self.record.meta.end_ns = ctx.now_ns();
+                return;
+            }
+        };
+        self.record.meta.headers_ns = Some(arrival_ns);
+        self.record.meta.http_status = head.status;
+        for name in KEPT_HEADERS {
+            if let Some(value) = head.get(name) {
+                self.record
+                    .meta
+                    .response_headers
+                    .push((name.to_string(), value.to_string()));
+            }
+        }
+        let mut framing = match head.framing(false) {
+            Ok(framing) => framing,
+            Err(error) => {
+                self.fail(Outcome::StreamError, error);
+                self.record.meta.end_ns = arrival_ns;
+                return;
+            }
+        };
+        let answer = Answer::from_parts(
+            head.get("content-type"),
+            head.get("content-encoding"),
+            head.get("location"),
+        );
+        let status = head.status;
+        if let Some((outcome, message)) = answer.refusal(status) {
+            let text = if outcome == Outcome::NotEventStream {
+                let body = error_body(&mut conn, &mut framing, &rest);
+                tokio::select! {
+                    biased;
+                    text = body => format!(": {text}"),
+                    () = &mut sleep => String::from(" (body not received before the timeout)"),
+                }
+            } else {
+                String::new()
+            };
+            self.fail(outcome, format!("{message}{text}"));
+            self.record.meta.end_ns = ctx.now_ns();
+            return;
+        }
+        if status >= 400 {
+            let text = tokio::select! {
+                biased;
+                text = error_body(&mut conn, &mut framing, &rest) => text,
+                () = &mut sleep => String::from("(error body not received before the timeout)"),
+            };
+            self.fail(Outcome::HttpError, format!("HTTP {status}: {text}"));
+            self.record.meta.end_ns = ctx.now_ns();
+            return;
+        }
+        let mut draining = false;
+        // The bytes after the head came in the read that completed it (so they fit the buffer):
+        // they are its first body bytes, at its time.
+        let mut len = rest.len().min(conn.buf.len());
+        conn.buf[..len].copy_from_slice(&rest[..len]);
+        let mut arrival_ns = arrival_ns;
+        let mut unread = true;
+        loop {
+            if !std::mem::take(&mut unread) {
+                let read = tokio::select! {
+                    biased;
+                    read = conn.io.read(&mut conn.buf[..]) => read,
+                    () = &mut sleep => {
+                        if !self.done {
+                            self.timed_out(ctx, ttft_deadline, total_deadline);
+                        }
+                        return;
+                    }
+                    () = &mut tick, if ctx.checkpoints.is_some() => {
+                        self.on_tick(ctx, &mut tick);
+                        continue;
+                    }
+                };
+                // The kernel's receive time of this read (or, where the kernel gives none, the
+                // clock read right after it), before anything looks at the bytes.
+                arrival_ns = conn.clock.arrival_ns(ctx.anchor_mono_ns, ctx.now_ns());
+                match read {
+                    Ok(0) => {
+                        if matches!(framing, Framing::Close) {
+                            return self.end_of_body(arrival_ns);
+                        }
+                        if !self.done {
+                            self.fail(
+                                Outcome::StreamError,
+                                "connection closed before the end of the body".into(),
+                            );
+                            self.record.meta.end_ns = arrival_ns;
+                        }
+                        return;
+                    }
+                    Ok(n) => len = n,
+                    Err(err) => {
+                        if !self.done {
+                            self.fail(Outcome::StreamError, format!("reading the body: {err}"));
+                            self.record.meta.end_ns = arrival_ns;
+                        }
+                        return;
+                    }
+                }
+            }
+            let bytes = &conn.buf[..len];
+            let had_output = self.first_output;
+            let (decoded, oversize) = match self.feed(ctx, &mut framing, bytes, arrival_ns) {
+                Ok(fed) => fed,
+                Err(error) => {
+                    if !self.done {
+                        self.fail(Outcome::StreamError, error);
+                        self.record.meta.end_ns = arrival_ns;
+                    }
+                    return;
+                }
+            };
+            if let Some(limit) = oversize {
+                self.fail(
+                    Outcome::Oversize,
+                    format!("SSE line longer than {limit} bytes; stream abandoned"),
+                );
+                self.record.meta.end_ns = arrival_ns;
+                return;
+            }
+            if decoded.done {
+                self.end_of_body(arrival_ns);
+                if head.keeps_alive() && decoded.consumed == len {
+                    pool.put_back(conn);
+                }
+                return;
+            }
+            self.after_read(
+                had_output,
+                ttft_deadline.is_some(),
+                total_deadline,
+                &mut draining,
+                &mut sleep,
+            );
+        }
+    }
+
+    /// Decodes one read's bytes and feeds the body data to the SSE parser under the read's
+    /// time and index; the oversize limit when a line outgrew it.
+    fn feed(
+        &mut self,
+        ctx: &StreamContext,
+        framing: &mut Framing,
+        bytes: &[u8],
+        arrival_ns: u64,
+    ) -> Result<(response::Decoded, Option<usize>), String> {
+        let read_index = self.reads;
+        self.reads += 1;
+        let mut oversize = None;
+        let decoded = framing.decode(bytes, |data| {
+            if oversize.is_none() {
+                if let Err(SseError::Oversize { limit }) =
+                    self.on_data(ctx, arrival_ns, read_index, data)
+                {
+                    oversize = Some(limit);
+                }
+            }
+        })?;
+        Ok((decoded, oversize))
+    }
+}
+
+/// The request bytes, with this request's id header.
+fn request_bytes(ctx: &StreamContext, pool: &Pool, spec: &RequestSpec) -> Vec<u8> {
+    match &ctx.request_id {
+        Some((name, run_prefix)) => {
+            let mut uuid = [0u8; 36];
+            write_uuid(*run_prefix, spec.id, &mut uuid);
+            pool.request(&[(name.as_str(), &uuid)], &spec.body)
+        }
+        None => pool.request(&[], &spec.body),
+    }
+}
+
+/// Sends `request` on `conn` (or a new connection) and reads the response head.
+async fn exchange(
+    ctx: &StreamContext,
+    pool: &Pool,
+    request: &[u8],
+    conn: Option<Conn>,
+) -> Result<Answered, Broken> {
+    let mut conn = match conn {
+        Some(conn) => conn,
+        None => pool
+            .connect(&ctx.closes)
+            .await
+            .map_err(|e| Broken::Failed(Outcome::ConnectError, format!("connecting: {e}")))?,
+    };
+    let reused = conn.reused;
+    let before = |what: &str, e: io::Error| Broken::BeforeAnswer {
+        error: format!("{what}: {e}"),
+        reused,
+    };
+    conn.io
+        .write_all(request)
+        .await
+        .map_err(|e| before("sending the request", e))?;
+    let mut head_bytes: Vec<u8> = Vec::new();
+    loop {
+        let n = conn
+            .io
+            .read(&mut conn.buf[..])
+            .await
+            .map_err(|e| before("reading the response", e))?;
+        let arrival_ns = conn.clock.arrival_ns(ctx.anchor_mono_ns, ctx.now_ns());
+        if n == 0 {
+            return Err(if head_bytes.is_empty() {
+                before(
+                    "reading the response",
+                    io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed"),
+                )
+            } else {
+                Broken::Failed(
+                    Outcome::StreamError,
+                    "connection closed in the middle of the response head".into(),
+                )
+            });
+        }
+        head_bytes.extend_from_slice(&conn.buf[..n]);
+        // Interim answers (100 Continue, 103 Early Hints) precede the one that counts.
+        while let Some(end) = response::head_end(&head_bytes) {
+            let head = response::parse_head(&head_bytes[..end])
+                .map_err(|e| Broken::Failed(Outcome::StreamError, e))?;
+            let rest = head_bytes.split_off(end);
+            if (100..200).contains(&head.status) && head.status != 101 {
+                head_bytes = rest;
+                continue;
+            }
+            return Ok(Answered {
+                conn,
+                head,
+                rest,
+                arrival_ns,
+            });
+        }
+        if head_bytes.len() > response::MAX_HEAD {
+            return Err(Broken::Failed(
+                Outcome::StreamError,
+                format!("response head longer than {} bytes", response::MAX_HEAD),
+            ));
+        }
+    }
+}
+
+/// At most [`ERROR_TEXT_LIMIT`] bytes of an error body (the bytes after the head first).
+async fn error_body(conn: &mut Conn, framing: &mut Framing, rest: &[u8]) -> String {
+    let mut collected = Vec::new();
+    let mut failure = None;
+    let take = |framing: &mut Framing, bytes: &[u8], collected: &mut Vec<u8>| {
+        framing
+            .decode(bytes, |d| collected.extend_from_slice(d))
+            .map(|d| d.done)
+    };
+    let mut done = match take(framing, rest, &mut collected) {
+        Ok(done) => done,
+        Err(e) => {
+            failure = Some(e);
+            true
+        }
+    };
+    while !done && collected.len() < ERROR_TEXT_LIMIT {
+        match conn.io.read(&mut conn.buf[..]).await {
+            Ok(0) => break,
+            Ok(n) => {
+                let bytes = conn.buf[..n].to_vec();
+                match take(framing, &bytes, &mut collected) {
+                    Ok(d) => done = d,
+                    Err(e) => {
+                        failure = Some(e);
+                        break;
+                    }
+                }
+            }
+            Err(e) => {
+                failure = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    collected.truncate(ERROR_TEXT_LIMIT);
+    if let Some(e) = failure {
+        collected.extend_from_slice(format!(" (body read failed: {e})").as_bytes());
+    }
+    if collected.iter().all(u8::is_ascii_whitespace) {
+        return "(empty body)".into();
+    }
+    truncate_lossy(&collected)
+}

@@ -1,0 +1,149 @@
+//! Both HTTP clients of the recorder against the same streams: the own HTTP/1.1 client (the
+//! default), whose request task reads its socket itself, and hyper's (`--client hyper`).
+//! They must record the same events, outcomes and failures (the fault matrix, the
+//! engine behaviours and the answers that are not streams run over both in
+//! `record_faults.rs` and `record_engines.rs`). (`TOKENTRACE_TEST_CLIENT=hyper
+//! cargo test` runs every recording test over hyper's client.)
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
+
+mod common;
+
+use common::recording::*;
+use common::tls::{self_signed, tls_proxy};
+use tokentrace_format::{Channel, Outcome, RequestRecord};
+use tokentrace_sim::{FaultConfig, SimConfig};
+
+const CLIENTS: [&str; 2] = ["hyper", "own"];
+
+fn with_client<'a>(args: &[&'a str], client: &'a str) -> Vec<&'a str> {
+    let mut all = args.to_vec();
+    all.extend(["--client", client]);
+    all
+}
+
+/// Per request: its outcome and its chunks' channels (the simulator's words are random).
+fn shape(records: &[RequestRecord]) -> Vec<(u64, Outcome, Vec<Channel>)> {
+    records
+        .iter()
+        .map(|r| {
+            let chunks = r.chunks.iter().map(|c| c.channel).collect();
+            (r.meta.id, r.meta.outcome, chunks)
+        })
+        .collect()
+}
+
+#[test]
+fn both_clients_record_the_same_events_of_the_same_streams() {
+    let server = sim(SimConfig {
+        reasoning_tokens: 3,
+        ..fast_sim()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let prompts = prompt_file(dir.path(), 6);
+    let args = [
+        "--requests",
+        "24",
+        "--concurrency",
+        "4",
+        "--max-tokens",
+        "12",
+        "--ignore-eos",
+        "--prompts",
+        prompts.to_str().unwrap(),
+    ];
+    let runs: Vec<_> = CLIENTS
+        .iter()
+        .map(|client| {
+            let out = dir.path().join(format!("{client}.ttrace"));
+            let (reader, records) =
+                record_ok(&server.base_url(), &out, &with_client(&args, client));
+            let name = reader.manifest().extra["http_client"].clone();
+            (name, records)
+        })
+        .collect();
+    assert_eq!(runs[0].0, "hyper");
+    assert_eq!(runs[1].0, "own-http1");
+    let (hyper, own) = (&runs[0].1, &runs[1].1);
+    assert_eq!(own.len(), 24);
+    assert!(own.iter().all(|r| r.meta.outcome == Outcome::Ok));
+    assert_eq!(shape(hyper), shape(own));
+    for (h, o) in hyper.iter().zip(own) {
+        assert_eq!(h.meta.usage, o.meta.usage, "request {}", h.meta.id);
+        let text = |r: &RequestRecord| r.chunks.iter().map(|c| c.text_len).sum::<u32>();
+        assert_eq!(o.meta.output_bytes, text(o), "request {}", o.meta.id);
+        // Headers never come after the first chunk, chunks never go back in time.
+        let headers = o.meta.headers_ns.unwrap();
+        assert!(o.meta.send_ns <= headers && headers <= o.chunks[0].arrival_ns);
+        assert!(o
+            .chunks
+            .windows(2)
+            .all(|w| w[0].arrival_ns <= w[1].arrival_ns));
+    }
+}
+
+#[test]
+fn a_stall_times_out_over_the_own_client() {
+    let server = sim(SimConfig {
+        faults: FaultConfig {
+            stall_every: 1,
+            stall_ms: 5_000,
+            after_chunks: 2,
+            ..FaultConfig::default()
+        },
+        ..fast_sim()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("stall.ttrace");
+    let (_, records) = record_ok(
+        &server.base_url(),
+        &out,
+        &[
+            "--requests",
+            "1",
+            "--max-tokens",
+            "8",
+            "--timeout",
+            "1",
+            "--client",
+            "own",
+        ],
+    );
+    assert_eq!(records[0].meta.outcome, Outcome::Timeout);
+    assert!(
+        !records[0].chunks.is_empty(),
+        "the chunks before the stall are kept"
+    );
+}
+
+#[test]
+fn the_own_client_speaks_tls_and_refuses_an_unknown_ca() {
+    let server = sim(fast_sim());
+    let cert = self_signed();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, &cert.pem).unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let port = tls_proxy(&runtime, server.addr(), cert, &[b"http/1.1"]);
+    let url = format!("https://127.0.0.1:{port}/v1");
+    let args = [
+        "--requests",
+        "6",
+        "--concurrency",
+        "2",
+        "--max-tokens",
+        "4",
+        "--client",
+        "own",
+    ];
+    let out = dir.path().join("tls.ttrace");
+    let mut with_ca = args.to_vec();
+    with_ca.extend(["--ca-cert", ca.to_str().unwrap()]);
+    let (_, records) = record_ok(&url, &out, &with_ca);
+    assert_eq!(records.len(), 6);
+    assert!(records.iter().all(|r| r.meta.outcome == Outcome::Ok));
+    // Preflight (hyper) refuses the unknown CA before any measured request.
+    record(&url, &dir.path().join("refused.ttrace"), &args)
+        .assert()
+        .failure();
+}
