@@ -131,9 +131,6 @@ impl MergedShards {
             )),
             None => text.push_str("; how far shard clocks may disagree is unknown"),
         }
-        if self.is_partial() {
-            text.push_str(" (partial run)");
-        }
         text
     }
 }

@@ -350,16 +350,13 @@ async fn error_body(conn: &mut Conn, framing: &mut Framing, rest: &[u8]) -> Stri
     while !done && collected.len() < ERROR_TEXT_LIMIT {
         match conn.io.read(&mut conn.buf[..]).await {
             Ok(0) => break,
-            Ok(n) => {
-                let bytes = conn.buf[..n].to_vec();
-                match take(framing, &bytes, &mut collected) {
-                    Ok(d) => done = d,
-                    Err(e) => {
-                        failure = Some(e);
-                        break;
-                    }
+            Ok(n) => match take(framing, &conn.buf[..n], &mut collected) {
+                Ok(d) => done = d,
+                Err(e) => {
+                    failure = Some(e);
+                    break;
                 }
-            }
+            },
             Err(e) => {
                 failure = Some(e.to_string());
                 break;

@@ -40,11 +40,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let stats = merge_traces(&args.shards, &args.output, args.expect_shards)?;
     let shards = &stats.shards;
     eprintln!(
-        "merged {} requests ({} interrupted) into {}: {}",
+        "merged {} requests ({} interrupted) into {}: {}{}",
         stats.requests,
         stats.interrupted,
         args.output.display(),
-        shards.describe()
+        shards.describe(),
+        if shards.is_partial() {
+            " (partial run)"
+        } else {
+            ""
+        }
     );
     if stats.blocks_lost > 0 {
         eprintln!(

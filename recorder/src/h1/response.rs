@@ -179,15 +179,6 @@ impl Framing {
             Framing::Chunked(c) => c.decode(input, data),
         }
     }
-
-    /// Whether the body is complete.
-    pub fn is_done(&self) -> bool {
-        match self {
-            Framing::Length(left) => *left == 0,
-            Framing::Chunked(c) => c.state == ChunkState::Done,
-            Framing::Close => false,
-        }
-    }
 }
 
 impl Chunked {
