@@ -294,6 +294,8 @@ fn bench(args: &[String]) -> io::Result<()> {
             eprintln!("e2e: {} ...", report::label(&level));
             let load_avg = load_avg();
             let dir = root.join(format!("c{streams}-s{step_ms}"));
+            // What an earlier `--keep` left there would make `record` refuse its `-o`.
+            let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir_all(&dir)?;
             let recorder = run_recorder(&s, level, &dir, &prompts)?;
             let floor = if s.floor {

@@ -18,11 +18,14 @@ use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
 use hyper_util::rt::TokioIo;
 use std::future::Future;
 use std::io;
+use std::io::Write;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::ready;
 use std::task::{Context, Poll};
 use tokentrace_format::clock::{mono_now_ns, realtime_now_ns};
+use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
@@ -121,8 +124,14 @@ impl CloseWatch {
 }
 
 /// A TCP stream that stamps its [`ReadClock`] whenever a read returns bytes.
+///
+/// It drives the socket through [`AsyncFd`] rather than tokio's `TcpStream` so that a short
+/// read clears the socket's readiness: the receive queue was drained, and the edge-triggered
+/// epoll registration will say when more bytes come. tokio's own `TcpStream::poll_read` does
+/// the same, but a `recvmsg` (which the kernel receive time needs) can only go through
+/// `try_io`, which clears readiness on `EWOULDBLOCK` alone — one wasted system call per event.
 pub struct TimedTcp {
-    tcp: TcpStream,
+    fd: AsyncFd<std::net::TcpStream>,
     clock: ReadClock,
     closes: CloseWatch,
     /// The kernel timestamps received segments (`SO_TIMESTAMPNS` was accepted).
@@ -131,15 +140,19 @@ pub struct TimedTcp {
 
 impl TimedTcp {
     /// Wrap a connected stream; `closes` learns when the server closes it right after a
-    /// response.
-    pub fn new(tcp: TcpStream, closes: CloseWatch) -> TimedTcp {
+    /// response. Must run inside a tokio runtime (the socket moves to its reactor).
+    pub fn new(tcp: TcpStream, closes: CloseWatch) -> io::Result<TimedTcp> {
+        let tcp = tcp.into_std()?;
         let kernel_stamps = kernel::enable(&tcp);
-        TimedTcp {
-            tcp,
+        // SAFETY: the std stream owns its descriptor, which stays open and the same until the
+        // `AsyncFd` (its only owner from here on) drops it.
+        let fd = unsafe { AsyncFd::register(tcp) }.map_err(|e| e.into_parts().1)?;
+        Ok(TimedTcp {
+            fd,
             clock: ReadClock::default(),
             closes,
             kernel_stamps,
-        }
+        })
     }
 
     /// This stream's clock.
@@ -147,9 +160,9 @@ impl TimedTcp {
         &self.clock
     }
 
-    /// The socket underneath (for a peek at an idle connection).
-    pub fn tcp(&self) -> &TcpStream {
-        &self.tcp
+    /// The socket underneath (non-blocking; for a peek at an idle connection).
+    pub fn tcp(&self) -> &std::net::TcpStream {
+        self.fd.get_ref()
     }
 }
 
@@ -160,22 +173,54 @@ impl AsyncRead for TimedTcp {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        let (before, room) = (buf.filled().len(), buf.remaining());
+        let room = buf.remaining();
         // The last read before this one: an end of stream is timed against it.
         let last_read_ns = this.clock.last_read_ns();
-        let result = if this.kernel_stamps {
-            kernel::poll_read(&this.tcp, &this.clock, cx, buf)
-        } else {
-            let result = Pin::new(&mut this.tcp).poll_read(cx, buf);
-            if matches!(result, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-                this.clock.stamp();
+        loop {
+            let mut guard = ready!(this.fd.poll_read_ready(cx))?;
+            // SAFETY: the read writes only initialized bytes, and only the `n` it reports are
+            // marked initialized and filled below.
+            let unfilled = unsafe { buf.unfilled_mut() };
+            match kernel::recv(guard.get_inner(), unfilled, this.kernel_stamps) {
+                Ok((n, received)) => {
+                    if n > 0 && n < room {
+                        guard.clear_ready();
+                    }
+                    // SAFETY: the read wrote `n` bytes at the start of the unfilled part.
+                    unsafe { buf.assume_init(n) };
+                    buf.advance(n);
+                    if n > 0 {
+                        match received {
+                            Some(ns) => this.clock.stamp_kernel(ns),
+                            None => this.clock.stamp(),
+                        }
+                    } else if room > 0 {
+                        this.closes.eof(last_read_ns);
+                    }
+                    return Poll::Ready(Ok(()));
+                }
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => guard.clear_ready(),
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => return Poll::Ready(Err(err)),
             }
-            result
-        };
-        if matches!(result, Poll::Ready(Ok(()))) && room > 0 && buf.filled().len() == before {
-            this.closes.eof(last_read_ns);
         }
-        result
+    }
+}
+
+impl TimedTcp {
+    fn poll_write_with(
+        &self,
+        cx: &mut Context<'_>,
+        mut write: impl FnMut(&std::net::TcpStream) -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            let mut guard = ready!(self.fd.poll_write_ready(cx))?;
+            match guard.try_io(|fd| write(fd.get_ref())) {
+                Ok(Err(err)) if err.kind() == io::ErrorKind::Interrupted => {}
+                Ok(result) => return Poll::Ready(result),
+                Err(_would_block) => {}
+            }
+        }
     }
 }
 
@@ -185,7 +230,7 @@ impl AsyncWrite for TimedTcp {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().tcp).poll_write(cx, buf)
+        self.poll_write_with(cx, |mut tcp| tcp.write(buf))
     }
 
     fn poll_write_vectored(
@@ -193,25 +238,26 @@ impl AsyncWrite for TimedTcp {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().tcp).poll_write_vectored(cx, bufs)
+        self.poll_write_with(cx, |mut tcp| tcp.write_vectored(bufs))
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.tcp.is_write_vectored()
+        true
     }
 
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().tcp).poll_flush(cx)
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // Writes go straight to the socket: nothing is buffered here.
+        Poll::Ready(Ok(()))
     }
 
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().tcp).poll_shutdown(cx)
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(self.fd.get_ref().shutdown(std::net::Shutdown::Write))
     }
 }
 
 impl Connection for TimedTcp {
     fn connected(&self) -> Connected {
-        self.tcp.connected().extra(self.clock.clone())
+        Connected::new().extra(self.clock.clone())
     }
 }
 
@@ -236,7 +282,7 @@ impl tower_service::Service<Uri> for TimedConnector {
         let closes = self.1.clone();
         Box::pin(async move {
             let tcp = connecting.await?.into_inner();
-            Ok(TokioIo::new(TimedTcp::new(tcp, closes)))
+            Ok(TokioIo::new(TimedTcp::new(tcp, closes)?))
         })
     }
 }
@@ -244,16 +290,12 @@ impl tower_service::Service<Uri> for TimedConnector {
 /// Kernel receive timestamps of TCP reads (Linux); elsewhere the user-space clock is used.
 #[cfg(target_os = "linux")]
 mod kernel {
-    use super::ReadClock;
     use std::io;
     use std::mem::MaybeUninit;
-    use std::os::fd::{AsRawFd, RawFd};
-    use std::task::{ready, Context, Poll};
-    use tokio::io::{Interest, ReadBuf};
-    use tokio::net::TcpStream;
+    use std::os::fd::AsRawFd;
 
     /// Ask the kernel to timestamp received segments; false when it refuses.
-    pub(super) fn enable(tcp: &TcpStream) -> bool {
+    pub(super) fn enable(tcp: &std::net::TcpStream) -> bool {
         let on: libc::c_int = 1;
         // SAFETY: a valid socket and a c_int option value of the stated size.
         let rc = unsafe {
@@ -268,40 +310,13 @@ mod kernel {
         rc == 0
     }
 
-    /// Read with `recvmsg` and stamp `clock` with the receive time of the last segment read.
-    pub(super) fn poll_read(
-        tcp: &TcpStream,
-        clock: &ReadClock,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        loop {
-            ready!(tcp.poll_read_ready(cx))?;
-            let fd = tcp.as_raw_fd();
-            // SAFETY: recvmsg writes only initialized bytes, and only the `n` it reports are
-            // marked initialized and filled below.
-            let unfilled = unsafe { buf.unfilled_mut() };
-            match tcp.try_io(Interest::READABLE, || recv(fd, unfilled)) {
-                Ok((n, received)) => {
-                    // SAFETY: recvmsg wrote `n` bytes at the start of the unfilled part.
-                    unsafe { buf.assume_init(n) };
-                    buf.advance(n);
-                    if n > 0 {
-                        match received {
-                            Some(ns) => clock.stamp_kernel(ns),
-                            None => clock.stamp(),
-                        }
-                    }
-                    return Poll::Ready(Ok(()));
-                }
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(err) => return Poll::Ready(Err(err)),
-            }
-        }
-    }
-
-    /// One `recvmsg`: bytes read and the `SCM_TIMESTAMPNS` time (CLOCK_REALTIME ns), if any.
-    fn recv(fd: RawFd, buf: &mut [MaybeUninit<u8>]) -> io::Result<(usize, Option<u64>)> {
+    /// One `recvmsg`: bytes read and the `SCM_TIMESTAMPNS` time (CLOCK_REALTIME ns), if any
+    /// (there is none unless `stamps`, the socket's timestamping, is on).
+    pub(super) fn recv(
+        tcp: &std::net::TcpStream,
+        buf: &mut [MaybeUninit<u8>],
+        _stamps: bool,
+    ) -> io::Result<(usize, Option<u64>)> {
         let mut iov = libc::iovec {
             iov_base: buf.as_mut_ptr().cast(),
             iov_len: buf.len(),
@@ -315,7 +330,7 @@ mod kernel {
         msg.msg_control = control.as_mut_ptr().cast();
         msg.msg_controllen = std::mem::size_of_val(&control) as _;
         // SAFETY: `msg` describes valid, writable buffers that outlive the call.
-        let n = unsafe { libc::recvmsg(fd, &mut msg, 0) };
+        let n = unsafe { libc::recvmsg(tcp.as_raw_fd(), &mut msg, 0) };
         if n < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -341,23 +356,24 @@ mod kernel {
 /// Without kernel timestamps every read is stamped in user space.
 #[cfg(not(target_os = "linux"))]
 mod kernel {
-    use super::ReadClock;
-    use std::io;
-    use std::task::{Context, Poll};
-    use tokio::io::ReadBuf;
-    use tokio::net::TcpStream;
+    use std::io::{self, Read};
+    use std::mem::MaybeUninit;
 
-    pub(super) fn enable(_tcp: &TcpStream) -> bool {
+    pub(super) fn enable(_tcp: &std::net::TcpStream) -> bool {
         false
     }
 
-    pub(super) fn poll_read(
-        _tcp: &TcpStream,
-        _clock: &ReadClock,
-        _cx: &mut Context<'_>,
-        _buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Poll::Ready(Err(io::Error::other("kernel timestamps are Linux only")))
+    pub(super) fn recv(
+        mut tcp: &std::net::TcpStream,
+        buf: &mut [MaybeUninit<u8>],
+        _stamps: bool,
+    ) -> io::Result<(usize, Option<u64>)> {
+        // SAFETY: zero-filling makes every byte initialized before the read borrows them.
+        let buf = unsafe {
+            std::ptr::write_bytes(buf.as_mut_ptr(), 0, buf.len());
+            &mut *(buf as *mut [MaybeUninit<u8>] as *mut [u8])
+        };
+        Ok((tcp.read(buf)?, None))
     }
 }
 
@@ -372,7 +388,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let client = TcpStream::connect(addr).await.unwrap();
         let (mut server, _) = listener.accept().await.unwrap();
-        let mut timed = TimedTcp::new(client, CloseWatch::default());
+        let mut timed = TimedTcp::new(client, CloseWatch::default()).unwrap();
         assert_eq!(timed.clock().last_read_ns(), 0);
         // The kernel turns receive timestamping on for the whole host from a deferred work
         // item when the first socket asks for it; give it time to run.
@@ -403,6 +419,38 @@ mod tests {
         drop(server);
         assert_eq!(timed.read(&mut buf).await.unwrap(), 0);
         assert_eq!(timed.clock().last_read_ns(), stamped);
+    }
+
+    /// A short read clears the socket's readiness (no `EWOULDBLOCK` read after it); the next
+    /// read must still wake when more bytes come, and the write side must still work.
+    #[tokio::test(flavor = "current_thread")]
+    async fn after_a_short_read_the_next_bytes_still_wake_the_reader() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = TcpStream::connect(addr).await.unwrap();
+        let (mut server, _) = listener.accept().await.unwrap();
+        let mut timed = TimedTcp::new(client, CloseWatch::default()).unwrap();
+        timed.write_all(b"POST / HTTP/1.1\r\n\r\n").await.unwrap();
+        let mut got = [0u8; 19];
+        server.read_exact(&mut got).await.unwrap();
+        let mut buf = [0u8; 64];
+        for round in 0..20u8 {
+            let later = async {
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                server.write_all(&[b'a' + round; 3]).await.unwrap();
+            };
+            let reading = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+                let (n, ()) = tokio::join!(timed.read(&mut buf), later);
+                n
+            });
+            let n = reading
+                .await
+                .expect("a read after a short one never woke")
+                .unwrap();
+            assert_eq!(&buf[..n], &[b'a' + round; 3]);
+        }
+        drop(server);
+        assert_eq!(timed.read(&mut buf).await.unwrap(), 0);
     }
 
     #[test]

@@ -120,7 +120,9 @@ pub async fn execute(
         let drive = async {
             match ctx.own.as_deref() {
                 Some(pool) => state.drive_own(ctx, pool, &spec).await,
-                None => state.drive(ctx, &spec).await,
+                // Boxed: hyper's request futures would otherwise size every task's future
+                // (each stream's task holds one) for the path the default client does not take.
+                None => Box::pin(state.drive(ctx, &spec)).await,
             }
         };
         tokio::pin!(drive);

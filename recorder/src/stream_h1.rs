@@ -50,7 +50,10 @@ impl StreamState {
         let request = request_bytes(ctx, pool, spec);
         self.record.meta.send_ns = ctx.now_ns();
         let sent = Instant::now();
-        let first = exchange(ctx, pool, &request, pool.take_idle(&ctx.closes));
+        // Boxed, here and for the retry: an exchange future (connect and TLS handshake
+        // included) is 1.7 KiB, and held inline, it and its moved copy in `await_ticking` would
+        // each take room in every stream's task for the whole response.
+        let first = Box::pin(exchange(ctx, pool, &request, pool.take_idle(&ctx.closes)));
         let answered = match self.await_ticking(ctx, first, &mut sleep, &mut tick).await {
             None => return self.timed_out(ctx, ttft_deadline, total_deadline),
             Some(Err(Broken::BeforeAnswer { reused: true, .. }))
@@ -62,7 +65,7 @@ impl StreamState {
                 ctx.closes.mark();
                 self.record.meta.retries = 1;
                 self.record.meta.send_ns = ctx.now_ns();
-                let again = exchange(ctx, pool, &request, None);
+                let again = Box::pin(exchange(ctx, pool, &request, None));
                 match self.await_ticking(ctx, again, &mut sleep, &mut tick).await {
                     None => return self.timed_out(ctx, ttft_deadline, total_deadline),
                     Some(answered) => answered,

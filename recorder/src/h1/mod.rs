@@ -99,9 +99,7 @@ impl Conn {
             Io::Tls(tls) => tls.get_ref().0.tcp(),
         };
         let mut probe = [0u8; 1];
-        let mut buf = ReadBuf::new(&mut probe);
-        let mut cx = Context::from_waker(std::task::Waker::noop());
-        !matches!(tcp.poll_peek(&mut cx, &mut buf), Poll::Pending)
+        !matches!(tcp.peek(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
     }
 }
 
@@ -217,7 +215,7 @@ impl Pool {
         let connecting = async {
             let tcp = TcpStream::connect((self.host.as_str(), self.port)).await?;
             tcp.set_nodelay(true)?;
-            let timed = TimedTcp::new(tcp, closes.clone());
+            let timed = TimedTcp::new(tcp, closes.clone())?;
             let clock = timed.clock().clone();
             let io = match &self.tls {
                 None => Io::Plain(timed),
