@@ -9,7 +9,7 @@
 //! Needs the release binary: `cargo build --release` first. Then
 //! `cargo bench --bench e2e -- [--levels 64,256,1024,2048] [--steps 10,2] [--request-ms 1000]
 //!  [--waves 2] [--threads 2] [--sim-threads 1] [--no-floor] [--floor epoll|tokio]
-//!  [--aiperf PATH | --no-aiperf] [--aiperf-timeout 300] [--run-timeout SECS] [--keep]
+//!  [--aiperf PATH | --no-aiperf] [--aiperf-timeout 300] [--run-timeout SECS] [--keep] [--tls]
 //!  [--doc docs/PERFORMANCE.md]`
 //!
 //! A level is streams × step: `--levels 32 --steps 5 --request-ms 640` is 32 streams of
@@ -25,6 +25,8 @@ mod aiperf;
 mod floor;
 #[path = "e2e/floor_epoll.rs"]
 mod floor_epoll;
+#[path = "e2e/floor_tls.rs"]
+mod floor_tls;
 #[path = "e2e/floor_tokio.rs"]
 mod floor_tokio;
 #[path = "e2e/procs.rs"]
@@ -163,6 +165,8 @@ struct Settings {
     run_timeout_s: Option<u64>,
     keep: bool,
     doc: Option<PathBuf>,
+    /// The simulator serves TLS; recorder and floor speak it (AIPerf is not run).
+    tls: bool,
     bin: PathBuf,
     argv: Vec<String>,
 }
@@ -183,6 +187,7 @@ fn settings(args: &[String]) -> Result<Settings, String> {
         run_timeout_s: None,
         keep: false,
         doc: None,
+        tls: false,
         bin: PathBuf::from("target/release/tokentrace"),
         argv: Vec::new(),
     };
@@ -217,6 +222,7 @@ fn settings(args: &[String]) -> Result<Settings, String> {
             "--no-aiperf" => (s.no_aiperf, step) = (true, 1),
             "--no-floor" => (s.floor, step) = (false, 1),
             "--keep" => (s.keep, step) = (true, 1),
+            "--tls" => (s.tls, step) = (true, 1),
             // cargo passes --bench to harness-less benches.
             _ => step = 1,
         }
@@ -273,8 +279,11 @@ fn bench(args: &[String]) -> io::Result<()> {
     std::fs::create_dir_all(&root)?;
     let prompts = root.join("prompts.jsonl");
     std::fs::write(&prompts, format!("{{\"prompt\": {PROMPT:?}}}\n"))?;
+    let tls = if s.tls { Some(tls_files(&root)?) } else { None };
     let peer = if s.no_aiperf {
         Err("not run (--no-aiperf)".to_string())
+    } else if s.tls {
+        Err("not run (--tls)".to_string())
     } else {
         aiperf::locate(s.aiperf.as_deref()).map_err(|why| format!("not installed: {why}"))
     };
@@ -297,9 +306,9 @@ fn bench(args: &[String]) -> io::Result<()> {
             // What an earlier `--keep` left there would make `record` refuse its `-o`.
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir_all(&dir)?;
-            let recorder = run_recorder(&s, level, &dir, &prompts)?;
+            let recorder = run_recorder(&s, level, &dir, &prompts, tls.as_ref())?;
             let floor = if s.floor {
-                Some(run_floor(&s, level, &dir)?)
+                Some(run_floor(&s, level, &dir, tls.as_ref())?)
             } else {
                 None
             };
@@ -346,8 +355,13 @@ fn bench(args: &[String]) -> io::Result<()> {
             )
         })
         .collect();
+    let transport = if s.tls {
+        "HTTPS (TLS 1.3, rustls on both sides, the simulator's self-signed certificate)"
+    } else {
+        "plain HTTP/1.1"
+    };
     let notes = format!(
-        "Closed loop, chat API, one event per token, {} waves of responses of {} ms each \
+        "Closed loop, chat API over {transport}, one event per token, {} waves of responses of {} ms each \
          ({}); the recorder uses {} runtime worker threads, {floor_note}, the simulator {} \
          (plus its engine and truth-log threads).",
         s.waves,
@@ -367,7 +381,12 @@ fn bench(args: &[String]) -> io::Result<()> {
     println!("\n{markdown}");
     std::fs::write(root.join("report.md"), &markdown)?;
     if let Some(doc) = &s.doc {
-        report::splice(doc, &markdown)?;
+        let markers = if s.tls {
+            report::TLS_MARKERS
+        } else {
+            report::MARKERS
+        };
+        report::splice(doc, markers, &markdown)?;
         eprintln!("e2e: wrote {}", doc.display());
     }
     Ok(())
@@ -410,8 +429,26 @@ fn summary_line(r: &LevelResult) -> String {
     line
 }
 
-fn sim_args(s: &Settings, level: Level, truth: &Path) -> Vec<String> {
-    [
+/// The simulator's certificate and key (PEM) for `--tls`, made once per run.
+struct TlsFiles {
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+fn tls_files(root: &Path) -> io::Result<TlsFiles> {
+    let names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+    let certified = rcgen::generate_simple_self_signed(names).map_err(io::Error::other)?;
+    let files = TlsFiles {
+        cert: root.join("sim-cert.pem"),
+        key: root.join("sim-key.pem"),
+    };
+    std::fs::write(&files.cert, certified.cert.pem())?;
+    std::fs::write(&files.key, certified.key_pair.serialize_pem())?;
+    Ok(files)
+}
+
+fn sim_args(s: &Settings, level: Level, truth: &Path, tls: Option<&TlsFiles>) -> Vec<String> {
+    let mut args: Vec<String> = [
         "--slots",
         &(level.streams + 16).to_string(),
         "--step-base-ms",
@@ -429,7 +466,16 @@ fn sim_args(s: &Settings, level: Level, truth: &Path) -> Vec<String> {
     ]
     .iter()
     .map(|x| x.to_string())
-    .collect()
+    .collect();
+    if let Some(tls) = tls {
+        args.extend([
+            "--tls-cert".to_string(),
+            tls.cert.display().to_string(),
+            "--tls-key".to_string(),
+            tls.key.display().to_string(),
+        ]);
+    }
+    args
 }
 
 fn requests(s: &Settings, level: Level) -> u64 {
@@ -446,11 +492,17 @@ fn run_limit(s: &Settings, level: Level) -> Duration {
     )
 }
 
-fn run_recorder(s: &Settings, level: Level, dir: &Path, prompts: &Path) -> io::Result<Side> {
+fn run_recorder(
+    s: &Settings,
+    level: Level,
+    dir: &Path,
+    prompts: &Path,
+    tls: Option<&TlsFiles>,
+) -> io::Result<Side> {
     let truth_path = dir.join("truth-recorder.jsonl");
     let sim = Sim::start(
         &s.bin,
-        &sim_args(s, level, &truth_path),
+        &sim_args(s, level, &truth_path, tls),
         &dir.join("sim-recorder.log"),
     )?;
     let trace = dir.join("trace.tt");
@@ -459,7 +511,11 @@ fn run_recorder(s: &Settings, level: Level, dir: &Path, prompts: &Path) -> io::R
         .arg("record")
         .args([
             "--url",
-            &format!("http://{}/v1", sim.addr),
+            &format!(
+                "{}://{}/v1",
+                if tls.is_some() { "https" } else { "http" },
+                sim.addr
+            ),
             "--model",
             "sim",
         ])
@@ -476,6 +532,11 @@ fn run_recorder(s: &Settings, level: Level, dir: &Path, prompts: &Path) -> io::R
         )
         .arg("--prompts")
         .arg(prompts)
+        .args(
+            tls.map(|t| ["--ca-cert".as_ref(), t.cert.as_os_str()])
+                .into_iter()
+                .flatten(),
+        )
         .arg("-o")
         .arg(&trace)
         .stdout(Stdio::from(std::fs::File::create(dir.join("record.out"))?))
@@ -525,11 +586,11 @@ fn run_recorder(s: &Settings, level: Level, dir: &Path, prompts: &Path) -> io::R
     Ok(side)
 }
 
-fn run_floor(s: &Settings, level: Level, dir: &Path) -> io::Result<Side> {
+fn run_floor(s: &Settings, level: Level, dir: &Path, tls: Option<&TlsFiles>) -> io::Result<Side> {
     let truth_path = dir.join("truth-floor.jsonl");
     let sim = Sim::start(
         &s.bin,
-        &sim_args(s, level, &truth_path),
+        &sim_args(s, level, &truth_path, tls),
         &dir.join("sim-floor.log"),
     )?;
     // The exact body the recorder sends for the same settings.
@@ -554,6 +615,11 @@ fn run_floor(s: &Settings, level: Level, dir: &Path) -> io::Result<Side> {
         .arg(&body_file)
         .arg("--out")
         .arg(&arrivals_file)
+        .args(
+            tls.map(|t| ["--tls-ca".as_ref(), t.cert.as_os_str()])
+                .into_iter()
+                .flatten(),
+        )
         .stdout(Stdio::from(std::fs::File::create(&summary_file)?))
         .stderr(Stdio::from(std::fs::File::create(dir.join("floor.err"))?));
     let reaped = run_measured(command, run_limit(s, level));

@@ -1,6 +1,7 @@
 //! TLS on loopback: a self-signed certificate made here, served by a small rustls proxy in
-//! front of the simulator. Verification refuses it without the CA and accepts it with
-//! `--ca-cert`; `--insecure` is recorded in the manifest.
+//! front of the simulator, or by the simulator itself (`--tls-cert`, as the benchmark's TLS
+//! ladder runs it). Verification refuses it without the CA and accepts it with `--ca-cert`;
+//! `--insecure` is recorded in the manifest.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
 
@@ -58,4 +59,58 @@ fn tls_verification_refuses_unknown_ca_and_accepts_ca_cert() {
     let (reader, records) = record_ok(&url, &out, &insecure);
     assert_eq!(records.len(), 3);
     assert_eq!(reader.manifest().extra["tls_insecure"], true);
+}
+
+/// The simulator's own TLS, over both clients: every request streams, and the manifest names
+/// the path each run took.
+#[test]
+fn the_simulator_serves_tls_itself_to_both_clients() {
+    let cert = self_signed();
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&ca, &cert.pem).unwrap();
+    std::fs::write(&key, &cert.key_pem).unwrap();
+    let server = sim(tokentrace_sim::SimConfig {
+        tls_cert: Some(ca.clone()),
+        tls_key: Some(key),
+        ..fast_sim()
+    });
+    let url = server.base_url();
+    assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+    // The own client offers only HTTP/1.1 by ALPN; `--http 2` is hyper's.
+    for (client, http, path) in [
+        ("own", "auto", "own-http1"),
+        ("own", "1", "own-http1"),
+        ("hyper", "1", "hyper"),
+        ("own", "2", "hyper"),
+    ] {
+        let out = dir.path().join(format!("{client}-{http}.tt"));
+        let args = [
+            "--requests",
+            "4",
+            "--concurrency",
+            "2",
+            "--max-tokens",
+            "6",
+            "--input-tokens",
+            "40",
+            "--ca-cert",
+            ca.to_str().unwrap(),
+            "--client",
+            client,
+            "--http",
+            http,
+        ];
+        let (reader, records) = record_ok(&url, &out, &args);
+        assert_eq!(records.len(), 4);
+        for r in &records {
+            assert_ok(r);
+            assert!(r.chunks.len() >= 6, "{} chunks", r.chunks.len());
+        }
+        assert_eq!(
+            reader.manifest().extra["http_client"],
+            path,
+            "--client {client} --http {http}"
+        );
+    }
 }

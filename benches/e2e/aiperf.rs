@@ -115,7 +115,7 @@ fn run_once(
     let truth_path = dir.join("truth.jsonl");
     let sim = Sim::start(
         &s.bin,
-        &sim_args(s, level, &truth_path),
+        &sim_args(s, level, &truth_path, None),
         &dir.join("sim.log"),
     )?;
     let artifacts = dir.join("artifacts");

@@ -71,6 +71,8 @@ pub struct FloorArgs {
     pub events_per_request: usize,
     /// Where arrivals are written: per request `id u64, n u32, n × mono_ns u64` (little endian).
     pub out: PathBuf,
+    /// Speak TLS, trusting this certificate (PEM): the epoll floor only.
+    pub tls_ca: Option<PathBuf>,
 }
 
 /// One response's event arrival times (absolute CLOCK_MONOTONIC ns).
@@ -175,6 +177,7 @@ pub fn parse_args(args: &[String]) -> Result<FloorArgs, String> {
         body: std::fs::read(body_file).map_err(|e| format!("{body_file}: {e}"))?,
         events_per_request: num("--events")? as usize,
         out: PathBuf::from(get("--out")?),
+        tls_ca: get("--tls-ca").ok().map(PathBuf::from),
     })
 }
 
@@ -184,6 +187,11 @@ pub fn child_main(args: FloorArgs) -> io::Result<()> {
     let started = mono_now_ns();
     let (all, failures) = match args.kind {
         FloorKind::Epoll => crate::floor_epoll::run(&args)?,
+        FloorKind::Tokio if args.tls_ca.is_some() => {
+            return Err(io::Error::other(
+                "the tokio floor has no TLS; use the epoll floor",
+            ))
+        }
         FloorKind::Tokio => crate::floor_tokio::run(&args)?,
     };
     let ended = mono_now_ns();

@@ -7,7 +7,8 @@
 //! join the simulator's truth log like the recorder's) and for the end of the chunked body;
 //! at the body's end it writes the next request (the recorder's bytes, its own
 //! `X-Request-ID`) on the same connection, until the closed loop has sent every request.
-//! Connects are non-blocking too, so no stream waits while others connect.
+//! Connects are non-blocking too, so no stream waits while others connect. With `--tls` the
+//! same loop reads through rustls (`floor_tls.rs`): still one `read()` per readable event.
 //!
 //! Why: the recorder's CPU per chunk is compared with this, so "recorder ÷ floor" should mean
 //! "what the recorder costs over the physical limit of one wake-up and one read per arrival".
@@ -17,6 +18,7 @@
 //! one per event), and nothing else runs.
 
 use crate::floor::{request_parts, Arrivals, FloorArgs, Scan, READ_BUF};
+use crate::floor_tls;
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -95,6 +97,8 @@ impl Epoll {
 /// One stream's connection and the response in flight on it.
 struct Conn {
     stream: TcpStream,
+    /// The TLS session over it (`--tls`).
+    tls: Option<rustls::ClientConnection>,
     /// A non-blocking connect has not completed yet (registered for `EPOLLOUT`).
     connecting: bool,
     /// The response being read (its request id is the one sent).
@@ -160,7 +164,7 @@ fn connect(addr: SocketAddr) -> io::Result<(TcpStream, bool)> {
 
 /// Write all of `bytes` to a non-blocking socket (a request fits the send buffer of an idle
 /// connection, so the wait below is for the exceptional case).
-fn send_all(stream: &TcpStream, mut bytes: &[u8]) -> io::Result<()> {
+pub fn send_all(stream: &TcpStream, mut bytes: &[u8]) -> io::Result<()> {
     let mut writer = stream;
     while !bytes.is_empty() {
         match writer.write(bytes) {
@@ -196,6 +200,8 @@ fn build_request<'a>(out: &'a mut Vec<u8>, parts: &(Vec<u8>, Vec<u8>), id: u64) 
 /// The closed loop's driver: connections by slot, request ids, finished responses.
 struct Floor<'a> {
     args: &'a FloorArgs,
+    /// With `--tls`: the client configuration every connection uses.
+    tls: Option<std::sync::Arc<rustls::ClientConfig>>,
     epoll: Epoll,
     parts: (Vec<u8>, Vec<u8>),
     request: Vec<u8>,
@@ -218,8 +224,37 @@ impl Floor<'_> {
     }
 
     /// Connect slot `slot` for request `id` and register it; sends at once when the connect
-    /// completed immediately.
-    fn connect_slot(&mut self, slot: usize, id: u64) {
+    /// completed immediately. A TLS connection's handshake completes here, and its request is
+    /// sent only with `send_now` (the first connections wait until every stream's handshake is
+    /// done, so no stream's bytes sit unread while later handshakes run).
+    fn connect_slot(&mut self, slot: usize, id: u64, send_now: bool) {
+        if let Some(config) = &self.tls {
+            let opened = floor_tls::connect(self.args.addr, config).and_then(|(stream, tls)| {
+                self.epoll.ctl(
+                    libc::EPOLL_CTL_ADD,
+                    stream.as_raw_fd(),
+                    libc::EPOLLIN as u32,
+                    slot,
+                )?;
+                Ok(Conn {
+                    stream,
+                    tls: Some(tls),
+                    connecting: false,
+                    scan: Scan::new(id, self.args.events_per_request),
+                })
+            });
+            match opened {
+                Ok(conn) => {
+                    self.conns[slot] = Some(conn);
+                    self.live += 1;
+                    if send_now {
+                        self.send(slot);
+                    }
+                }
+                Err(_) => self.failures += 1,
+            }
+            return;
+        }
         let opened = connect(self.args.addr).and_then(|(stream, connecting)| {
             let interest = if connecting {
                 libc::EPOLLOUT
@@ -231,6 +266,7 @@ impl Floor<'_> {
                 .ctl(libc::EPOLL_CTL_ADD, fd, interest as u32, slot)?;
             Ok(Conn {
                 stream,
+                tls: None,
                 connecting,
                 scan: Scan::new(id, self.args.events_per_request),
             })
@@ -250,11 +286,15 @@ impl Floor<'_> {
 
     /// Send the request of the response in flight on `slot`.
     fn send(&mut self, slot: usize) {
-        let Some(conn) = self.conns[slot].as_ref() else {
+        let Some(conn) = self.conns[slot].as_mut() else {
             return;
         };
         let bytes = build_request(&mut self.request, &self.parts, conn.scan.arrivals.id);
-        if send_all(&conn.stream, bytes).is_err() {
+        let sent = match conn.tls.as_mut() {
+            Some(tls) => floor_tls::send(&conn.stream, tls, bytes),
+            None => send_all(&conn.stream, bytes),
+        };
+        if sent.is_err() {
             self.fail(slot);
         }
     }
@@ -283,6 +323,25 @@ impl Floor<'_> {
                     Outcome::Connected
                 }
                 Ok(Some(_)) | Err(_) => Outcome::Failed,
+            }
+        } else if let Some(tls) = conn.tls.as_mut() {
+            let scan = &mut conn.scan;
+            let mut finished = false;
+            let read = floor_tls::read_once(&conn.stream, tls, buf, mono_ns, |plain, at| {
+                finished |= scan.feed(plain, at);
+            });
+            match read {
+                Ok(floor_tls::Read1::Data(at)) => {
+                    *last_read = at;
+                    if finished {
+                        Outcome::Finished
+                    } else {
+                        Outcome::Pending
+                    }
+                }
+                Ok(floor_tls::Read1::WouldBlock) => Outcome::Pending,
+                Ok(floor_tls::Read1::Eof) => Outcome::Eof,
+                Err(_) => Outcome::Failed,
             }
         } else {
             let fd = conn.stream.as_raw_fd();
@@ -333,7 +392,7 @@ impl Floor<'_> {
                     self.live -= 1;
                 }
                 if let Some(id) = self.claim() {
-                    self.connect_slot(slot, id);
+                    self.connect_slot(slot, id, true);
                 }
             }
         }
@@ -345,8 +404,13 @@ impl Floor<'_> {
 pub fn run(args: &FloorArgs) -> io::Result<(Vec<Arrivals>, u64)> {
     let streams = args.streams.min(args.requests as usize);
     let parts = request_parts(args.addr, &args.body);
+    let tls = match &args.tls_ca {
+        Some(ca) => Some(floor_tls::client_config(ca)?),
+        None => None,
+    };
     let mut floor = Floor {
         args,
+        tls,
         epoll: Epoll::new()?,
         request: Vec::with_capacity(parts.0.len() + parts.1.len() + 20),
         parts,
@@ -358,7 +422,12 @@ pub fn run(args: &FloorArgs) -> io::Result<(Vec<Arrivals>, u64)> {
     };
     for slot in 0..streams {
         if let Some(id) = floor.claim() {
-            floor.connect_slot(slot, id);
+            floor.connect_slot(slot, id, false);
+        }
+    }
+    if floor.tls.is_some() {
+        for slot in 0..streams {
+            floor.send(slot);
         }
     }
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; MAX_EVENTS.min(streams.max(1))];

@@ -30,9 +30,9 @@ impl Sim {
             .ok_or_else(|| io::Error::other("no stdout"))?;
         let mut line = String::new();
         BufReader::new(stdout).read_line(&mut line)?;
-        // "tokentrace sim listening on http://127.0.0.1:PORT/v1"
+        // "tokentrace sim listening on http://127.0.0.1:PORT/v1" (https with TLS)
         let addr = line
-            .split("http://")
+            .split("://")
             .nth(1)
             .and_then(|rest| rest.trim().strip_suffix("/v1"))
             .and_then(|a| a.parse().ok());

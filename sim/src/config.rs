@@ -88,6 +88,14 @@ pub struct SimConfig {
     /// llama-cpp-python's server does.
     #[arg(long)]
     pub uuid_request_ids: bool,
+    /// Serve TLS with this certificate chain (PEM); needs --tls-key. Engines behind TLS
+    /// (gateways, hosted APIs) are streamed from this way, and the benchmark measures the
+    /// recorder's TLS read path against it.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// Fault injection.
     #[command(flatten)]
     pub faults: FaultConfig,
@@ -115,6 +123,8 @@ impl Default for SimConfig {
             seed: 0,
             truth_log: None,
             uuid_request_ids: false,
+            tls_cert: None,
+            tls_key: None,
             faults: FaultConfig::default(),
         }
     }

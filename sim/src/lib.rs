@@ -65,6 +65,7 @@ pub mod request;
 mod routes;
 mod sequence;
 mod server;
+mod tls;
 mod truth;
 
 pub use config::{FaultConfig, ReasoningField, SimConfig};

@@ -13,6 +13,7 @@ use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 
 use crate::config::SimConfig;
 use crate::engine::{spawn_engine, EngineHandle};
@@ -21,12 +22,17 @@ use crate::prefix::PrefixCache;
 use crate::routes::{handle, State};
 use crate::truth::TruthLog;
 
+/// Longest a client may take over its TLS handshake.
+const TLS_HANDSHAKE_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Blocks the prefix cache remembers before it starts over.
 const PREFIX_CACHE_BLOCKS: usize = 1 << 20;
 
 /// A running simulator on the current tokio runtime.
 pub struct SimServer {
     local_addr: SocketAddr,
+    /// `https` with `--tls-cert`, else `http`.
+    scheme: &'static str,
     stop: Option<oneshot::Sender<()>>,
     accept: Option<tokio::task::JoinHandle<()>>,
     engine: Option<JoinHandle<()>>,
@@ -37,7 +43,11 @@ pub struct SimServer {
 impl SimServer {
     /// Binds `addr` (port 0 picks a free port) and starts serving on the current runtime.
     pub async fn start(config: SimConfig, addr: SocketAddr) -> io::Result<SimServer> {
-        let listener = TcpListener::bind(addr).await?;
+        let tls = match (&config.tls_cert, &config.tls_key) {
+            (Some(cert), Some(key)) => Some(crate::tls::acceptor(cert, key)?),
+            _ => None,
+        };
+        let listener = listen(addr)?;
         let local_addr = listener.local_addr()?;
         let (truth, truth_tx) = match &config.truth_log {
             Some(path) => {
@@ -61,9 +71,11 @@ impl SimServer {
             prefix_cache,
         });
         let (stop, stop_rx) = oneshot::channel();
-        let accept = tokio::spawn(accept_loop(listener, state, stop_rx));
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let accept = tokio::spawn(accept_loop(listener, tls, state, stop_rx));
         Ok(SimServer {
             local_addr,
+            scheme,
             stop: Some(stop),
             accept: Some(accept),
             engine: Some(engine),
@@ -75,6 +87,11 @@ impl SimServer {
     /// The address it listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The OpenAI base URL, `http://ADDR/v1` (`https` when it serves TLS).
+    pub fn base_url(&self) -> String {
+        format!("{}://{}/v1", self.scheme, self.local_addr)
     }
 
     /// Closes every connection, stops the engine and flushes the truth log.
@@ -121,7 +138,7 @@ impl SimServer {
                     let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
                     match SimServer::start(config, loopback).await {
                         Ok(server) => {
-                            let _ = addr_tx.send(Ok(server.local_addr()));
+                            let _ = addr_tx.send(Ok((server.local_addr(), server.base_url())));
                             let _ = stop_rx.await;
                             server.shutdown().await
                         }
@@ -132,11 +149,12 @@ impl SimServer {
                     }
                 })
             })?;
-        let addr = addr_rx
+        let (addr, base_url) = addr_rx
             .recv()
             .map_err(|_| io::Error::other("simulator thread ended before binding"))??;
         Ok(SimHandle {
             addr,
+            base_url,
             stop: Some(stop_tx),
             thread: Some(thread),
         })
@@ -155,6 +173,7 @@ impl Drop for SimServer {
 /// A simulator running on its own thread; dropping it stops it.
 pub struct SimHandle {
     addr: SocketAddr,
+    base_url: String,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<io::Result<()>>>,
 }
@@ -165,9 +184,9 @@ impl SimHandle {
         self.addr
     }
 
-    /// The OpenAI base URL, `http://127.0.0.1:PORT/v1`.
+    /// The OpenAI base URL, `http://127.0.0.1:PORT/v1` (`https` when it serves TLS).
     pub fn base_url(&self) -> String {
-        format!("http://{}/v1", self.addr)
+        self.base_url.clone()
     }
 
     /// Stops the server and waits until the truth log is flushed.
@@ -194,7 +213,29 @@ impl Drop for SimHandle {
     }
 }
 
-async fn accept_loop(listener: TcpListener, state: Arc<State>, mut stop: oneshot::Receiver<()>) {
+/// Connections the kernel queues before `accept` takes them, as uvicorn's default (vLLM's and
+/// SGLang's servers): `TcpListener::bind` asks for 128, and a load of a few hundred streams
+/// connecting at once overflows that, so some clients' SYNs are dropped and retried a second
+/// later (`ListenOverflows` in `nstat`), which stretches the run for every client.
+const LISTEN_BACKLOG: u32 = 2048;
+
+fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    state: Arc<State>,
+    mut stop: oneshot::Receiver<()>,
+) {
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
@@ -212,6 +253,7 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>, mut stop: oneshot
                 let _ = stream.set_nodelay(true);
                 let socket = stream.as_raw_fd();
                 let state = state.clone();
+                let tls = tls.clone();
                 connections.spawn(async move {
                     let service = hyper::service::service_fn(move |req| {
                         let state = state.clone();
@@ -219,7 +261,18 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>, mut stop: oneshot
                     });
                     let mut builder = auto::Builder::new(TokioExecutor::new());
                     builder.http1().timer(TokioTimer::new());
-                    let _ = builder.serve_connection(TokioIo::new(stream), service).await;
+                    match tls {
+                        None => {
+                            let _ = builder.serve_connection(TokioIo::new(stream), service).await;
+                        }
+                        Some(tls) => {
+                            // A failed handshake only ends this connection.
+                            let handshake = tokio::time::timeout(TLS_HANDSHAKE_LIMIT, tls.accept(stream));
+                            if let Ok(Ok(stream)) = handshake.await {
+                                let _ = builder.serve_connection(TokioIo::new(stream), service).await;
+                            }
+                        }
+                    }
                 });
             }
         }

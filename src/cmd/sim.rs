@@ -48,10 +48,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         // Installed before the address is printed: whoever reads it may signal at once.
         let mut interrupt = signal(SignalKind::interrupt()).context("installing SIGINT")?;
         let mut terminate = signal(SignalKind::terminate()).context("installing SIGTERM")?;
-        println!(
-            "tokentrace sim listening on http://{}/v1",
-            server.local_addr()
-        );
+        println!("tokentrace sim listening on {}", server.base_url());
         tokio::select! {
             _ = interrupt.recv() => {}
             _ = terminate.recv() => {}

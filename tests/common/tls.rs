@@ -14,6 +14,8 @@ pub struct SelfSigned {
     pub der: CertificateDer<'static>,
     /// The certificate's private key.
     pub key: PrivateKeyDer<'static>,
+    /// The same key in PEM, as `tokentrace sim --tls-key` reads it.
+    pub key_pem: String,
 }
 
 /// Makes a fresh self-signed certificate.
@@ -25,6 +27,7 @@ pub fn self_signed() -> SelfSigned {
         pem: certified.cert.pem(),
         der: certified.cert.der().clone(),
         key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.key_pair.serialize_der())),
+        key_pem: certified.key_pair.serialize_pem(),
     }
 }
 
