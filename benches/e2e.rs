@@ -10,6 +10,7 @@
 //! `cargo bench --bench e2e -- [--levels 64,256,1024,2048] [--steps 10,2] [--request-ms 1000]
 //!  [--waves 2] [--threads 2] [--sim-threads 1] [--no-floor] [--floor epoll|tokio]
 //!  [--aiperf PATH | --no-aiperf] [--aiperf-timeout 300] [--run-timeout SECS] [--keep] [--tls]
+//!  [--pin]
 //!  [--doc docs/PERFORMANCE.md]`
 //!
 //! A level is streams × step: `--levels 32 --steps 5 --request-ms 640` is 32 streams of
@@ -167,8 +168,22 @@ struct Settings {
     doc: Option<PathBuf>,
     /// The simulator serves TLS; recorder and floor speak it (AIPerf is not run).
     tls: bool,
+    /// The simulator runs on CPU 0 only and each client on CPU 1 only.
+    pub pin: bool,
     bin: PathBuf,
     argv: Vec<String>,
+}
+
+impl Settings {
+    /// The simulator's CPU under `--pin`.
+    pub fn sim_cpu(&self) -> Option<usize> {
+        self.pin.then_some(0)
+    }
+
+    /// The measured client's CPU under `--pin`.
+    pub fn client_cpu(&self) -> Option<usize> {
+        self.pin.then_some(1)
+    }
 }
 
 fn settings(args: &[String]) -> Result<Settings, String> {
@@ -188,6 +203,7 @@ fn settings(args: &[String]) -> Result<Settings, String> {
         keep: false,
         doc: None,
         tls: false,
+        pin: false,
         bin: PathBuf::from("target/release/tokentrace"),
         argv: Vec::new(),
     };
@@ -223,6 +239,7 @@ fn settings(args: &[String]) -> Result<Settings, String> {
             "--no-floor" => (s.floor, step) = (false, 1),
             "--keep" => (s.keep, step) = (true, 1),
             "--tls" => (s.tls, step) = (true, 1),
+            "--pin" => (s.pin, step) = (true, 1),
             // cargo passes --bench to harness-less benches.
             _ => step = 1,
         }
@@ -360,8 +377,13 @@ fn bench(args: &[String]) -> io::Result<()> {
     } else {
         "plain HTTP/1.1"
     };
+    let placement = if s.pin {
+        "; simulator pinned to CPU 0, each client to CPU 1 (`--pin`)"
+    } else {
+        ""
+    };
     let notes = format!(
-        "Closed loop, chat API over {transport}, one event per token, {} waves of responses of {} ms each \
+        "Closed loop{placement}, chat API over {transport}, one event per token, {} waves of responses of {} ms each \
          ({}); the recorder uses {} runtime worker threads, {floor_note}, the simulator {} \
          (plus its engine and truth-log threads).",
         s.waves,
@@ -504,6 +526,7 @@ fn run_recorder(
         &s.bin,
         &sim_args(s, level, &truth_path, tls),
         &dir.join("sim-recorder.log"),
+        s.sim_cpu(),
     )?;
     let trace = dir.join("trace.tt");
     let mut command = Command::new(&s.bin);
@@ -541,6 +564,9 @@ fn run_recorder(
         .arg(&trace)
         .stdout(Stdio::from(std::fs::File::create(dir.join("record.out"))?))
         .stderr(Stdio::from(std::fs::File::create(dir.join("record.err"))?));
+    if let Some(cpu) = s.client_cpu() {
+        procs::pin(&mut command, cpu);
+    }
     let reaped = run_measured(command, run_limit(s, level));
     sim.stop()?;
     let reaped = reaped.map_err(|e| io::Error::other(format!("record: {e}")))?;
@@ -592,6 +618,7 @@ fn run_floor(s: &Settings, level: Level, dir: &Path, tls: Option<&TlsFiles>) -> 
         &s.bin,
         &sim_args(s, level, &truth_path, tls),
         &dir.join("sim-floor.log"),
+        s.sim_cpu(),
     )?;
     // The exact body the recorder sends for the same settings.
     let mut config = RecordConfig::new(format!("http://{}/v1", sim.addr), "sim", dir.into());
@@ -622,6 +649,9 @@ fn run_floor(s: &Settings, level: Level, dir: &Path, tls: Option<&TlsFiles>) -> 
         )
         .stdout(Stdio::from(std::fs::File::create(&summary_file)?))
         .stderr(Stdio::from(std::fs::File::create(dir.join("floor.err"))?));
+    if let Some(cpu) = s.client_cpu() {
+        procs::pin(&mut command, cpu);
+    }
     let reaped = run_measured(command, run_limit(s, level));
     sim.stop()?;
     let reaped = reaped.map_err(|e| io::Error::other(format!("floor: {e}")))?;

@@ -117,6 +117,7 @@ fn run_once(
         &s.bin,
         &sim_args(s, level, &truth_path, None),
         &dir.join("sim.log"),
+        s.sim_cpu(),
     )?;
     let artifacts = dir.join("artifacts");
     let scratch = dir.join("tmp");
@@ -161,6 +162,9 @@ fn run_once(
         command.env("TIKTOKEN_CACHE_DIR", cache);
     }
     let limit = Duration::from_secs(s.aiperf_timeout_s);
+    if let Some(cpu) = s.client_cpu() {
+        crate::procs::pin(&mut command, cpu);
+    }
     let reaped = run_measured_tree(command, limit);
     sim.stop()?;
     let reaped = reaped?;

@@ -16,14 +16,18 @@ pub struct Sim {
 
 impl Sim {
     /// Start `bin sim` on a free port with `args`, and wait for its address line.
-    pub fn start(bin: &Path, args: &[String], log: &Path) -> io::Result<Sim> {
-        let mut child = Command::new(bin)
+    pub fn start(bin: &Path, args: &[String], log: &Path, cpu: Option<usize>) -> io::Result<Sim> {
+        let mut command = Command::new(bin);
+        command
             .arg("sim")
             .args(["--port", "0"])
             .args(args)
             .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(log)?)
-            .spawn()?;
+            .stderr(std::fs::File::create(log)?);
+        if let Some(cpu) = cpu {
+            pin(&mut command, cpu);
+        }
+        let mut child = command.spawn()?;
         let stdout = child
             .stdout
             .take()
@@ -92,6 +96,26 @@ pub struct Reaped {
 /// Peak RSS is the child's `VmHWM` from /proc, sampled every 10 ms while it runs, not wait4's
 /// `ru_maxrss`: Linux carries the parent's RSS at spawn time into the child's `ru_maxrss`, and
 /// this process holds whole truth logs in memory.
+/// Run `command` (and every thread and process it starts) on CPU `cpu` only (`--pin`).
+pub fn pin(command: &mut Command, cpu: usize) {
+    let set_affinity = move || {
+        // SAFETY: an all-zero cpu_set_t is the empty set; CPU_SET stays inside it (cpu is
+        // 0 or 1 here), and sched_setaffinity reads exactly its size.
+        let rc = unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    };
+    // SAFETY: the closure makes one async-signal-safe system call between fork and exec.
+    unsafe { std::os::unix::process::CommandExt::pre_exec(command, set_affinity) };
+}
+
 pub fn run_measured(command: Command, limit: Duration) -> io::Result<Reaped> {
     run_measured_inner(command, limit, false)
 }
