@@ -82,6 +82,10 @@ pub struct Side {
     /// Client CPU ns (recorder: whole process by wait4; floor: its load phase; AIPerf: its
     /// whole process tree).
     pub cpu_ns: u64,
+    /// The recorder's own CPU over its load, as its trace's `client_health.cpu_ns` has it
+    /// (getrusage from the first connect to the last response: start-up, preflight and the
+    /// trace's finish left out, as the floor leaves out its own).
+    pub load_cpu_ns: Option<u64>,
     /// Peak RSS bytes (VmHWM).
     pub max_rss_bytes: u64,
     /// First to last event arrival.
@@ -106,6 +110,12 @@ impl Side {
     /// CPU ns per chunk.
     pub fn cpu_ns_per_chunk(&self) -> f64 {
         self.cpu_ns as f64 / self.chunks.max(1) as f64
+    }
+
+    /// CPU ns per chunk over the load alone (recorder), when known.
+    pub fn load_cpu_ns_per_chunk(&self) -> Option<f64> {
+        self.load_cpu_ns
+            .map(|ns| ns as f64 / self.chunks.max(1) as f64)
     }
 
     /// Events per second between the first and last arrival.
@@ -436,6 +446,9 @@ fn summary_line(r: &LevelResult) -> String {
         )
     };
     let mut line = side("recorder", &r.recorder);
+    if let Some(load) = r.recorder.load_cpu_ns_per_chunk() {
+        line.push_str(&format!(" ({:.2} µs/chunk over the load)", load / 1000.0));
+    }
     if let Some(f) = &r.floor {
         line.push('\n');
         line.push_str(&side("floor", f));
@@ -584,6 +597,7 @@ fn run_recorder(
 
     let mut side = Side {
         cpu_ns: reaped.cpu_ns,
+        load_cpu_ns: health.cpu_ns,
         max_rss_bytes: reaped.max_rss_bytes,
         trace_bytes: Some(std::fs::metadata(&trace)?.len()),
         sched_lag_ns: health.max_sched_lag_ns,

@@ -65,27 +65,30 @@ pub fn markdown(
     let _ = writeln!(s, "Command: `{command}`  ");
     let _ = writeln!(s, "{notes}\n");
     s.push_str(
-        "| streams | step ms | requested chunk/s | achieved rec | floor | CPU µs/chunk rec | floor | \
-         rec ÷ floor | load avg |\n",
+        "| streams | step ms | requested chunk/s | achieved rec | floor | CPU µs/chunk rec | \
+         rec load | floor | rec ÷ floor | load ÷ floor | load avg |\n",
     );
-    s.push_str("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    s.push_str("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for r in results {
         let (rec, floor) = (&r.recorder, r.floor.as_ref());
         let achieved = |side: &Side| 100.0 * side.achieved_rate() / r.level.requested_rate();
+        let load = rec.load_cpu_ns_per_chunk();
         let _ = writeln!(
             s,
-            "| {} | {} | {:.0} | {:.0}% | {} | {:.2} | {} | {} | {:.1} |",
+            "| {} | {} | {:.0} | {:.0}% | {} | {:.2} | {} | {} | {} | {} | {:.1} |",
             r.level.streams,
             r.level.step_ms,
             r.level.requested_rate(),
             achieved(rec),
             opt(floor, |f| format!("{:.0}%", achieved(f))),
             rec.cpu_ns_per_chunk() / 1000.0,
+            opt(load.as_ref(), |l| format!("{:.2}", l / 1000.0)),
             opt(floor, |f| format!("{:.2}", f.cpu_ns_per_chunk() / 1000.0)),
             opt(floor, |f| ratio(
                 rec.cpu_ns_per_chunk(),
                 f.cpu_ns_per_chunk()
             )),
+            opt(floor.zip(load), |(f, l)| ratio(l, f.cpu_ns_per_chunk())),
             r.load_avg,
         );
     }
