@@ -134,8 +134,6 @@ pub struct TimedTcp {
     fd: AsyncFd<std::net::TcpStream>,
     clock: ReadClock,
     closes: CloseWatch,
-    /// The kernel timestamps received segments (`SO_TIMESTAMPNS` was accepted).
-    kernel_stamps: bool,
 }
 
 impl TimedTcp {
@@ -143,7 +141,8 @@ impl TimedTcp {
     /// response. Must run inside a tokio runtime (the socket moves to its reactor).
     pub fn new(tcp: TcpStream, closes: CloseWatch) -> io::Result<TimedTcp> {
         let tcp = tcp.into_std()?;
-        let kernel_stamps = kernel::enable(&tcp);
+        // Refused, the reads are stamped in user space (no timestamp comes with them).
+        let _ = kernel::enable(&tcp);
         // SAFETY: the std stream owns its descriptor, which stays open and the same until the
         // `AsyncFd` (its only owner from here on) drops it.
         let fd = unsafe { AsyncFd::register(tcp) }.map_err(|e| e.into_parts().1)?;
@@ -151,7 +150,6 @@ impl TimedTcp {
             fd,
             clock: ReadClock::default(),
             closes,
-            kernel_stamps,
         })
     }
 
@@ -181,7 +179,7 @@ impl AsyncRead for TimedTcp {
             // SAFETY: the read writes only initialized bytes, and only the `n` it reports are
             // marked initialized and filled below.
             let unfilled = unsafe { buf.unfilled_mut() };
-            match kernel::recv(guard.get_inner(), unfilled, this.kernel_stamps) {
+            match kernel::recv(guard.get_inner(), unfilled) {
                 Ok((n, received)) => {
                     if n > 0 && n < room {
                         guard.clear_ready();
@@ -311,11 +309,10 @@ mod kernel {
     }
 
     /// One `recvmsg`: bytes read and the `SCM_TIMESTAMPNS` time (CLOCK_REALTIME ns), if any
-    /// (there is none unless `stamps`, the socket's timestamping, is on).
+    /// (there is none unless the socket's timestamping is on).
     pub(super) fn recv(
         tcp: &std::net::TcpStream,
         buf: &mut [MaybeUninit<u8>],
-        _stamps: bool,
     ) -> io::Result<(usize, Option<u64>)> {
         let mut iov = libc::iovec {
             iov_base: buf.as_mut_ptr().cast(),
@@ -366,7 +363,6 @@ mod kernel {
     pub(super) fn recv(
         mut tcp: &std::net::TcpStream,
         buf: &mut [MaybeUninit<u8>],
-        _stamps: bool,
     ) -> io::Result<(usize, Option<u64>)> {
         // SAFETY: zero-filling makes every byte initialized before the read borrows them.
         let buf = unsafe {
@@ -405,7 +401,6 @@ mod tests {
         let stamped = timed.clock().last_read_ns();
         assert!(stamped <= after, "{stamped} > {after}");
         if cfg!(target_os = "linux") {
-            assert!(timed.kernel_stamps);
             // The kernel's receive time, not the read's: within a few ms of the write (slack
             // for converting between the real-time and monotonic clocks).
             assert!(
