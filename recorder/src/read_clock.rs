@@ -29,9 +29,17 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-/// Absolute CLOCK_MONOTONIC ns of a connection's latest read that returned bytes (0: none yet).
+/// Absolute CLOCK_MONOTONIC ns of a connection's latest read that returned bytes (0: none yet),
+/// and of the start of its latest write.
 #[derive(Clone, Debug, Default)]
-pub struct ReadClock(Arc<AtomicU64>);
+pub struct ReadClock(Arc<Cells>);
+
+/// The two times, shared by the stream and every response read from it.
+#[derive(Debug, Default)]
+struct Cells {
+    read: AtomicU64,
+    write: AtomicU64,
+}
 
 impl ReadClock {
     fn stamp(&self) {
@@ -52,12 +60,30 @@ impl ReadClock {
     /// reaches it through hyper's channel, whose synchronization already orders this store
     /// before the reader's load.
     fn advance(&self, mono_ns: u64) {
-        self.0.fetch_max(mono_ns, Ordering::Relaxed);
+        self.0.read.fetch_max(mono_ns, Ordering::Relaxed);
     }
 
     /// The latest read's time, absolute CLOCK_MONOTONIC ns; 0 before the first read.
     pub fn last_read_ns(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
+        self.0.read.load(Ordering::Relaxed)
+    }
+
+    /// When the latest write on the connection began (a request's bytes), absolute
+    /// CLOCK_MONOTONIC ns; 0 before the first.
+    pub fn last_write_ns(&self) -> u64 {
+        self.0.write.load(Ordering::Relaxed)
+    }
+
+    /// Whether the connection had carried bytes from the server, and none since the latest
+    /// write began: a request written on a kept-alive connection that then failed this way
+    /// was never answered (the server had closed the connection).
+    pub fn silent_since_write(&self) -> bool {
+        let read = self.last_read_ns();
+        read != 0 && read < self.last_write_ns()
+    }
+
+    fn note_write(&self) {
+        self.0.write.fetch_max(mono_now_ns(), Ordering::Relaxed);
     }
 
     /// Arrival of a frame relative to `anchor_mono_ns`, given the caller's own clock read
@@ -211,6 +237,8 @@ impl TimedTcp {
         cx: &mut Context<'_>,
         mut write: impl FnMut(&std::net::TcpStream) -> io::Result<usize>,
     ) -> Poll<io::Result<usize>> {
+        // Before the write, so that a write the kernel refuses (the server closed) counts too.
+        self.clock.note_write();
         loop {
             let mut guard = ready!(self.fd.poll_write_ready(cx))?;
             match guard.try_io(|fd| write(fd.get_ref())) {
@@ -448,6 +476,34 @@ mod tests {
         assert_eq!(timed.read(&mut buf).await.unwrap(), 0);
     }
 
+    /// The stale-connection signature: bytes came on the connection before, none since the
+    /// latest write began.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_connection_is_silent_since_a_write_until_bytes_come_back() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = TcpStream::connect(addr).await.unwrap();
+        let (mut server, _) = listener.accept().await.unwrap();
+        let mut timed = TimedTcp::new(client, CloseWatch::default()).unwrap();
+        let clock = timed.clock().clone();
+        let mut buf = [0u8; 16];
+        // A first request, before anything came back: not a reused connection.
+        timed.write_all(b"one").await.unwrap();
+        assert!(!clock.silent_since_write());
+        server.read_exact(&mut buf[..3]).await.unwrap();
+        server.write_all(b"answer").await.unwrap();
+        timed.read_exact(&mut buf[..6]).await.unwrap();
+        assert!(!clock.silent_since_write());
+        // The next request on it: silent until its answer's bytes arrive.
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        timed.write_all(b"two").await.unwrap();
+        assert!(clock.silent_since_write());
+        server.read_exact(&mut buf[..3]).await.unwrap();
+        server.write_all(b"again").await.unwrap();
+        timed.read_exact(&mut buf[..5]).await.unwrap();
+        assert!(!clock.silent_since_write());
+    }
+
     #[test]
     fn the_cell_never_moves_back() {
         let clock = ReadClock::default();
@@ -477,7 +533,7 @@ mod tests {
             500,
             "no read yet: the caller's clock"
         );
-        clock.0.store(1_200, Ordering::Relaxed);
+        clock.0.read.store(1_200, Ordering::Relaxed);
         assert_eq!(clock.arrival_ns(1_000, 500), 200);
         assert_eq!(
             clock.arrival_ns(1_000, 150),

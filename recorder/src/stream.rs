@@ -160,19 +160,18 @@ fn build_request(ctx: &StreamContext, spec: &RequestSpec) -> Request<Full<Bytes>
 /// How long the body may stay open after `[DONE]` before the request lets the connection go.
 const DONE_DRAIN: Duration = Duration::from_millis(500);
 
-/// A failed send is retried when the connection had served an earlier response (its clock
-/// holds a read from before this send), nothing arrived for this request, and the failure came
-/// within this long: the signature of a keep-alive connection the server had closed (an
-/// immediate EOF or reset), not of a server that took the request and then died.
+/// A failed send is retried when the connection had served an earlier response, nothing
+/// arrived on it since this request began to be written (its clock's latest read precedes its
+/// latest write), and the failure came within this long: the signature of a keep-alive
+/// connection the server had closed (an immediate EOF or reset), not of a server that took the
+/// request and then died. The connection's own write time matters, not the send's: waiting
+/// for a connection, a request may be given one that another request's response was still
+/// arriving on a moment before.
 const STALE_FAILURE_WINDOW: Duration = Duration::from_secs(1);
 
-/// Whether `err`, the failure of a send at `sent_mono_ns` (absolute) noticed `elapsed` later,
-/// came from a reused connection that the server had already closed.
-fn stale_connection(
-    err: &hyper_util::client::legacy::Error,
-    sent_mono_ns: u64,
-    elapsed: Duration,
-) -> bool {
+/// Whether `err`, the failure of a send noticed `elapsed` after it, came from a reused
+/// connection that the server had already closed.
+fn stale_connection(err: &hyper_util::client::legacy::Error, elapsed: Duration) -> bool {
     if err.is_connect() || elapsed > STALE_FAILURE_WINDOW {
         return false;
     }
@@ -181,11 +180,9 @@ fn stale_connection(
     };
     let mut extras = hyper::http::Extensions::new();
     info.get_extras(&mut extras);
-    let Some(clock) = extras.get::<ReadClock>() else {
-        return false;
-    };
-    let last = clock.last_read_ns();
-    last != 0 && last < sent_mono_ns
+    extras
+        .get::<ReadClock>()
+        .is_some_and(ReadClock::silent_since_write)
 }
 
 /// Removes every sensitive request header value (the API key, secret custom headers) from the
@@ -356,7 +353,6 @@ impl StreamState {
         let tick = tokio::time::sleep_until(ctx.next_checkpoint(start));
         tokio::pin!(tick);
         self.record.meta.send_ns = ctx.now_ns();
-        let sent_mono_ns = mono_now_ns();
         let sent = Instant::now();
         let client = if ctx.closes.closed_after_response() {
             &ctx.fresh_client
@@ -371,7 +367,7 @@ impl StreamState {
             return self.timed_out(ctx, ttft_deadline, total_deadline);
         };
         if let Err(err) = &response {
-            if stale_connection(err, sent_mono_ns, sent.elapsed()) {
+            if stale_connection(err, sent.elapsed()) {
                 // The server never saw the request: send it once more on a new connection.
                 // Times count from this send, the one the server answers.
                 self.record.meta.retries = 1;
