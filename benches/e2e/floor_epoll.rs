@@ -228,34 +228,12 @@ impl Floor<'_> {
     /// sent only with `send_now` (the first connections wait until every stream's handshake is
     /// done, so no stream's bytes sit unread while later handshakes run).
     fn connect_slot(&mut self, slot: usize, id: u64, send_now: bool) {
-        if let Some(config) = &self.tls {
-            let opened = floor_tls::connect(self.args.addr, config).and_then(|(stream, tls)| {
-                self.epoll.ctl(
-                    libc::EPOLL_CTL_ADD,
-                    stream.as_raw_fd(),
-                    libc::EPOLLIN as u32,
-                    slot,
-                )?;
-                Ok(Conn {
-                    stream,
-                    tls: Some(tls),
-                    connecting: false,
-                    scan: Scan::new(id, self.args.events_per_request),
-                })
-            });
-            match opened {
-                Ok(conn) => {
-                    self.conns[slot] = Some(conn);
-                    self.live += 1;
-                    if send_now {
-                        self.send(slot);
-                    }
-                }
-                Err(_) => self.failures += 1,
-            }
-            return;
+        let opened = match &self.tls {
+            Some(config) => floor_tls::connect(self.args.addr, config)
+                .map(|(stream, tls)| (stream, Some(tls), false)),
+            None => connect(self.args.addr).map(|(stream, connecting)| (stream, None, connecting)),
         }
-        let opened = connect(self.args.addr).and_then(|(stream, connecting)| {
+        .and_then(|(stream, tls, connecting)| {
             let interest = if connecting {
                 libc::EPOLLOUT
             } else {
@@ -266,17 +244,17 @@ impl Floor<'_> {
                 .ctl(libc::EPOLL_CTL_ADD, fd, interest as u32, slot)?;
             Ok(Conn {
                 stream,
-                tls: None,
+                tls,
                 connecting,
                 scan: Scan::new(id, self.args.events_per_request),
             })
         });
         match opened {
             Ok(conn) => {
-                let connecting = conn.connecting;
+                let send = !conn.connecting && (conn.tls.is_none() || send_now);
                 self.conns[slot] = Some(conn);
                 self.live += 1;
-                if !connecting {
+                if send {
                     self.send(slot);
                 }
             }
