@@ -10,7 +10,7 @@
 mod common;
 
 use common::recording::*;
-use common::tls::{self_signed, tls_proxy};
+use common::tls::proxied_sim;
 use tokentrace_format::{Channel, Outcome, RequestRecord};
 use tokentrace_sim::{FaultConfig, SimConfig};
 
@@ -118,14 +118,8 @@ fn a_stall_times_out_over_the_own_client() {
 
 #[test]
 fn the_own_client_speaks_tls_and_refuses_an_unknown_ca() {
-    let server = sim(fast_sim());
-    let cert = self_signed();
-    let dir = tempfile::tempdir().unwrap();
-    let ca = dir.path().join("ca.pem");
-    std::fs::write(&ca, &cert.pem).unwrap();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let port = tls_proxy(&runtime, server.addr(), cert, &[b"http/1.1"]);
-    let url = format!("https://127.0.0.1:{port}/v1");
+    let tls = proxied_sim(fast_sim(), &[b"http/1.1"]);
+    let (url, ca, dir) = (&tls.url, &tls.ca, &tls.dir);
     let args = [
         "--requests",
         "6",
@@ -139,11 +133,11 @@ fn the_own_client_speaks_tls_and_refuses_an_unknown_ca() {
     let out = dir.path().join("tls.ttrace");
     let mut with_ca = args.to_vec();
     with_ca.extend(["--ca-cert", ca.to_str().unwrap()]);
-    let (_, records) = record_ok(&url, &out, &with_ca);
+    let (_, records) = record_ok(url, &out, &with_ca);
     assert_eq!(records.len(), 6);
     assert!(records.iter().all(|r| r.meta.outcome == Outcome::Ok));
     // Preflight (hyper) refuses the unknown CA before any measured request.
-    record(&url, &dir.path().join("refused.ttrace"), &args)
+    record(url, &dir.path().join("refused.ttrace"), &args)
         .assert()
         .failure();
 }

@@ -8,20 +8,14 @@
 mod common;
 
 use common::recording::*;
-use common::tls::{self_signed, tls_proxy};
+use common::tls::{proxied_sim, self_signed};
 use tokentrace_format::Outcome;
 
 #[test]
 fn tls_verification_refuses_unknown_ca_and_accepts_ca_cert() {
-    let server = sim(fast_sim());
-    let cert = self_signed();
-    let dir = tempfile::tempdir().unwrap();
-    let ca = dir.path().join("ca.pem");
-    std::fs::write(&ca, &cert.pem).unwrap();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
     // The simulator speaks both on one port, so ALPN may pick either.
-    let port = tls_proxy(&runtime, server.addr(), cert, &[b"h2", b"http/1.1"]);
-    let url = format!("https://127.0.0.1:{port}/v1");
+    let tls = proxied_sim(fast_sim(), &[b"h2", b"http/1.1"]);
+    let (url, ca, dir) = (tls.url.as_str(), &tls.ca, &tls.dir);
     let args = [
         "--requests",
         "3",
@@ -32,7 +26,7 @@ fn tls_verification_refuses_unknown_ca_and_accepts_ca_cert() {
     ];
 
     let out = dir.path().join("refused.tt");
-    let refused = record(&url, &out, &args)
+    let refused = record(url, &out, &args)
         .assert()
         .failure()
         .get_output()
@@ -47,7 +41,7 @@ fn tls_verification_refuses_unknown_ca_and_accepts_ca_cert() {
         let out = dir.path().join(format!("ok-{http}.tt"));
         let mut with_ca = args.to_vec();
         with_ca.extend(["--ca-cert", ca.to_str().unwrap(), "--http", http]);
-        let (reader, records) = record_ok(&url, &out, &with_ca);
+        let (reader, records) = record_ok(url, &out, &with_ca);
         assert_eq!(records.len(), 3);
         assert!(records.iter().all(|r| r.meta.outcome == Outcome::Ok));
         assert_eq!(reader.manifest().extra["tls_insecure"], false);
@@ -56,7 +50,7 @@ fn tls_verification_refuses_unknown_ca_and_accepts_ca_cert() {
     let out = dir.path().join("insecure.tt");
     let mut insecure = args.to_vec();
     insecure.push("--insecure");
-    let (reader, records) = record_ok(&url, &out, &insecure);
+    let (reader, records) = record_ok(url, &out, &insecure);
     assert_eq!(records.len(), 3);
     assert_eq!(reader.manifest().extra["tls_insecure"], true);
 }

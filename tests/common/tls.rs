@@ -68,3 +68,34 @@ pub fn tls_proxy(
     });
     port
 }
+
+/// A simulator behind [`tls_proxy`] with a fresh [`self_signed`] certificate, whose PEM is
+/// written to `ca` in a temporary folder (`dir`, also there for the test's own files).
+pub struct ProxiedSim {
+    /// `https://127.0.0.1:PORT/v1`, the proxy's address.
+    pub url: String,
+    /// The certificate's PEM, to pass as `--ca-cert`.
+    pub ca: std::path::PathBuf,
+    /// The temporary folder holding `ca`.
+    pub dir: tempfile::TempDir,
+    _proxy: tokio::runtime::Runtime,
+    _server: tokentrace_sim::SimHandle,
+}
+
+/// Starts a simulator with `config` and a TLS proxy in front of it offering `alpn`.
+pub fn proxied_sim(config: tokentrace_sim::SimConfig, alpn: &[&[u8]]) -> ProxiedSim {
+    let server = tokentrace_sim::SimServer::spawn_background(config).unwrap();
+    let cert = self_signed();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, &cert.pem).unwrap();
+    let proxy = tokio::runtime::Runtime::new().unwrap();
+    let port = tls_proxy(&proxy, server.addr(), cert, alpn);
+    ProxiedSim {
+        url: format!("https://127.0.0.1:{port}/v1"),
+        ca,
+        dir,
+        _proxy: proxy,
+        _server: server,
+    }
+}
