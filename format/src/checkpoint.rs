@@ -110,11 +110,17 @@ mod tests {
     use super::*;
     use crate::block::CheckpointSection;
     use crate::codec;
+    use crate::packed::PackedRecord;
     use crate::types::Checkpoint;
 
     fn block(finals: &[RequestRecord], checkpoints: &[Checkpoint]) -> DecodedBlock {
-        let refs: Vec<&Checkpoint> = checkpoints.iter().collect();
-        let raw = codec::encode_block(finals, &refs).unwrap();
+        let finals: Vec<PackedRecord> = finals.iter().cloned().map(PackedRecord::from).collect();
+        let held: Vec<(PackedRecord, u64)> = checkpoints
+            .iter()
+            .map(|c| (c.record.clone().into(), c.chunk_offset))
+            .collect();
+        let refs: Vec<(&PackedRecord, u64)> = held.iter().map(|(r, o)| (r, *o)).collect();
+        let raw = codec::encode_block(&finals, &refs).unwrap();
         let mut out = DecodedBlock::default();
         codec::decode_block_into(&raw, &mut out).unwrap();
         out

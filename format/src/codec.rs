@@ -10,7 +10,8 @@
 
 use crate::block::{BlockRequest, CheckpointSection, DecodedBlock};
 use crate::chunk_columns::{read_chunk_columns, ByteReader};
-use crate::types::{Checkpoint, Outcome, Phase, RequestMeta, RequestRecord, Usage};
+use crate::packed::{PackedChunks, PackedRecord};
+use crate::types::{Channel, Outcome, Phase, RequestMeta, Usage};
 use bincode::config::{self, Configuration};
 use bincode::{Decode, Encode};
 
@@ -111,8 +112,8 @@ const LAST_LEGACY_OUTCOME: u8 = Outcome::Other as u8;
 /// Encodes final records (with their chunks) and the checkpoints of requests still streaming
 /// into an uncompressed block payload.
 pub fn encode_block(
-    requests: &[RequestRecord],
-    checkpoints: &[&Checkpoint],
+    requests: &[PackedRecord],
+    checkpoints: &[(&PackedRecord, u64)],
 ) -> Result<Vec<u8>, String> {
     let m: usize = requests.iter().map(|r| r.chunks.len()).sum();
     let mut out = Vec::with_capacity(64 * requests.len() + 12 * m);
@@ -120,13 +121,10 @@ pub fn encode_block(
     // Minor 2: the checkpoint section, one byte string (a single 0 byte when empty).
     let mut section = Vec::new();
     if !checkpoints.is_empty() {
-        encode_records(checkpoints.iter().map(|c| &c.record), &mut section)?;
+        encode_records(checkpoints.iter().map(|c| c.0), &mut section)?;
         put(
             &mut section,
-            &checkpoints
-                .iter()
-                .map(|c| c.chunk_offset)
-                .collect::<Vec<u64>>(),
+            &checkpoints.iter().map(|c| c.1).collect::<Vec<u64>>(),
         )?;
     }
     put(&mut out, &section)?;
@@ -136,9 +134,9 @@ pub fn encode_block(
 /// Columns 1-31 of `requests`: every column a block and a checkpoint section share.
 fn encode_records<'a, I>(records: I, out: &mut Vec<u8>) -> Result<(), String>
 where
-    I: Iterator<Item = &'a RequestRecord>,
+    I: Iterator<Item = &'a PackedRecord>,
 {
-    let requests: Vec<&RequestRecord> = records.collect();
+    let requests: Vec<&PackedRecord> = records.collect();
     let metas: Vec<&RequestMeta> = requests.iter().map(|r| &r.meta).collect();
     let n = requests.len();
     let m: usize = requests.iter().map(|r| r.chunks.len()).sum();
@@ -199,26 +197,47 @@ where
     for r in &requests {
         let mut prev_arrival = r.meta.send_ns;
         let mut prev_read = 0u32;
-        for c in &r.chunks {
-            arrival.push(delta(prev_arrival, c.arrival_ns));
-            read.push(c.read_index.wrapping_sub(prev_read));
-            prev_arrival = c.arrival_ns;
-            prev_read = c.read_index;
+        let chunks = &r.chunks;
+        for (&at, &index) in chunks.arrival_ns().iter().zip(chunks.read_index()) {
+            arrival.push(delta(prev_arrival, at));
+            read.push(index.wrapping_sub(prev_read));
+            prev_arrival = at;
+            prev_read = index;
         }
     }
     put(out, &arrival)?;
     put(out, &read)?;
-    let chunks = || requests.iter().flat_map(|r| r.chunks.iter());
-    put(out, &chunks().map(|c| c.bytes).collect::<Vec<u32>>())?;
-    put(out, &chunks().map(|c| c.channel as u8).collect::<Vec<u8>>())?;
-    put(out, &chunks().map(|c| c.text_len).collect::<Vec<u32>>())?;
+    let concat = |field: fn(&PackedChunks) -> &[u32]| -> Vec<u32> {
+        requests
+            .iter()
+            .flat_map(|r| field(&r.chunks))
+            .copied()
+            .collect()
+    };
+    let each = || {
+        requests
+            .iter()
+            .flat_map(|r| (0..r.chunks.len()).map(move |i| (&r.chunks, i)))
+    };
+    put(out, &concat(PackedChunks::bytes))?;
     put(
         out,
-        &chunks().map(|c| c.tokens).collect::<Vec<Option<u32>>>(),
+        &each()
+            .map(|(c, i)| c.channel(i).map_or(Channel::Other as u8, |ch| ch as u8))
+            .collect::<Vec<u8>>(),
+    )?;
+    put(out, &concat(PackedChunks::text_len))?;
+    put(
+        out,
+        &each()
+            .map(|(c, i)| c.tokens(i))
+            .collect::<Vec<Option<u32>>>(),
     )?;
     put(
         out,
-        &chunks().map(|c| c.text.as_deref()).collect::<Vec<_>>(),
+        &each()
+            .map(|(c, i)| c.text(i))
+            .collect::<Vec<Option<&str>>>(),
     )?;
     // Minor 1 appends columns after the chunk columns, where a 1.0 reader stops reading.
     column(out, &metas, |m| m.retries)?;
@@ -417,6 +436,11 @@ fn decode_records(data: &[u8], out: &mut DecodedBlock) -> Result<usize, String> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::RequestRecord;
+
+    fn packed(records: &[RequestRecord]) -> Vec<PackedRecord> {
+        records.iter().cloned().map(PackedRecord::from).collect()
+    }
 
     /// The hand-written reader of the chunk columns agrees with bincode at every width.
     #[test]
@@ -470,7 +494,7 @@ mod tests {
         let mut records = crate::synthetic::requests(3, 3, 5, true);
         records[1].meta.retries = 1;
         records[2].meta.outcome = Outcome::Redirect;
-        let raw = encode_block(&records, &[]).unwrap();
+        let raw = encode_block(&packed(&records), &[]).unwrap();
         let block = decode_block(&raw).unwrap();
         assert_eq!(block.records(), records);
         // Where the columns of each minor start, the payload is a whole payload of the one
@@ -496,7 +520,7 @@ mod tests {
     fn an_outcome_detail_must_match_its_legacy_class() {
         let mut records = crate::synthetic::requests(1, 1, 5, false);
         records[0].meta.outcome = Outcome::NotEventStream;
-        let mut raw = encode_block(&records, &[]).unwrap();
+        let mut raw = encode_block(&packed(&records), &[]).unwrap();
         // Column 31 is the two bytes before the empty section: `01 0b`.
         let at = raw.len() - 2;
         assert_eq!(raw[at], Outcome::NotEventStream as u8);

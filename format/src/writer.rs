@@ -13,7 +13,8 @@
 use crate::codec;
 use crate::error::FormatError;
 use crate::frame::{self, FrameKind, IndexEntry, CODEC_NONE, CODEC_ZSTD, MAX_RAW_LEN};
-use crate::types::{Checkpoint, Header, Manifest, RequestRecord, RunEnd};
+use crate::packed::PackedRecord;
+use crate::types::{Header, Manifest, RunEnd};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
 use std::collections::HashMap;
 use std::fs::File;
@@ -67,9 +68,16 @@ pub struct WriterStats {
 }
 
 enum Message {
-    Record(RequestRecord),
-    Checkpoint(Checkpoint),
+    Record(PackedRecord),
+    Checkpoint(HeldCheckpoint),
     Finish(RunEnd),
+}
+
+/// A checkpoint as the writer holds it: the request as of then, with the chunks since its
+/// previous checkpoint, and the index of the first of them in the request's whole list.
+struct HeldCheckpoint {
+    record: PackedRecord,
+    chunk_offset: u64,
 }
 
 /// State shared by the writer thread and every sender.
@@ -96,10 +104,11 @@ pub struct RecordSender {
 }
 
 impl RecordSender {
-    /// Queues a record. When the channel is full, counts one back-pressure event, then blocks
-    /// until there is room. Fails if the writer has failed (the error says why) or finished.
-    pub fn send(&self, record: RequestRecord) -> Result<(), FormatError> {
-        match self.tx.try_send(Message::Record(record)) {
+    /// Queues a record (a [`crate::RequestRecord`], or a [`PackedRecord`] as a recorder builds
+    /// one). When the channel is full, counts one back-pressure event, then blocks until there
+    /// is room. Fails if the writer has failed (the error says why) or finished.
+    pub fn send(&self, record: impl Into<PackedRecord>) -> Result<(), FormatError> {
+        match self.tx.try_send(Message::Record(record.into())) {
             Ok(()) => Ok(()),
             Err(TrySendError::Full(message)) => {
                 self.shared.backpressure.fetch_add(1, Ordering::Relaxed);
@@ -111,12 +120,18 @@ impl RecordSender {
         }
     }
 
-    /// Queues the checkpoint of a request still streaming, without ever waiting: returns
-    /// false (and the caller keeps its chunks for the next checkpoint) when the channel is
-    /// full or the writer has stopped. A later [`RecordSender::send`] of the same request's
-    /// final record supersedes every checkpoint of it.
-    pub fn checkpoint(&self, checkpoint: Checkpoint) -> bool {
-        self.tx.try_send(Message::Checkpoint(checkpoint)).is_ok()
+    /// Queues the checkpoint of a request still streaming (format 1.2, see
+    /// [`crate::Checkpoint`]): `record` as of now with only the chunks since its previous
+    /// checkpoint, the first of which is chunk `chunk_offset` of the request. Never waits:
+    /// returns false (and the caller keeps its chunks for the next checkpoint) when the
+    /// channel is full or the writer has stopped. A later [`RecordSender::send`] of the same
+    /// request's final record supersedes every checkpoint of it.
+    pub fn checkpoint(&self, record: impl Into<PackedRecord>, chunk_offset: u64) -> bool {
+        let held = HeldCheckpoint {
+            record: record.into(),
+            chunk_offset,
+        };
+        self.tx.try_send(Message::Checkpoint(held)).is_ok()
     }
 
     /// Back-pressure events counted so far (by every clone of this sender).
@@ -242,7 +257,7 @@ struct WriterState {
 }
 
 /// Rough uncompressed size of a record in a block payload, for the flush decision.
-fn estimate_bytes(record: &RequestRecord) -> usize {
+fn estimate_bytes(record: &PackedRecord) -> usize {
     let strings = record.meta.error.as_ref().map_or(0, String::len)
         + record.meta.finish_reason.as_ref().map_or(0, String::len)
         + record
@@ -251,11 +266,7 @@ fn estimate_bytes(record: &RequestRecord) -> usize {
             .iter()
             .map(|(k, v)| k.len() + v.len() + 2)
             .sum::<usize>();
-    let text: usize = record
-        .chunks
-        .iter()
-        .map(|c| c.text.as_ref().map_or(0, String::len))
-        .sum();
+    let text = record.chunks.text_bytes();
     64 + strings + 12 * record.chunks.len() + text
 }
 
@@ -263,8 +274,8 @@ fn estimate_bytes(record: &RequestRecord) -> usize {
 /// still streaming (consecutive checkpoints of one request are merged into one).
 #[derive(Default)]
 struct Pending {
-    records: Vec<RequestRecord>,
-    checkpoints: Vec<Option<Checkpoint>>,
+    records: Vec<PackedRecord>,
+    checkpoints: Vec<Option<HeldCheckpoint>>,
     slot_of: HashMap<u64, usize>,
     bytes: usize,
     oldest: Option<Instant>,
@@ -280,7 +291,7 @@ impl Pending {
         self.bytes += size;
     }
 
-    fn add_record(&mut self, record: RequestRecord) {
+    fn add_record(&mut self, record: PackedRecord) {
         // The final record supersedes the request's checkpoints still waiting here.
         if let Some(slot) = self.slot_of.remove(&record.meta.id) {
             self.checkpoints[slot] = None;
@@ -289,7 +300,7 @@ impl Pending {
         self.records.push(record);
     }
 
-    fn add_checkpoint(&mut self, checkpoint: Checkpoint) {
+    fn add_checkpoint(&mut self, checkpoint: HeldCheckpoint) {
         self.note_arrival(estimate_bytes(&checkpoint.record));
         let id = checkpoint.record.meta.id;
         if let Some(&slot) = self.slot_of.get(&id) {
@@ -389,7 +400,12 @@ impl WriterState {
         if held.is_empty() {
             return Ok(());
         }
-        let checkpoints: Vec<&Checkpoint> = held.checkpoints.iter().flatten().collect();
+        let checkpoints: Vec<(&PackedRecord, u64)> = held
+            .checkpoints
+            .iter()
+            .flatten()
+            .map(|c| (&c.record, c.chunk_offset))
+            .collect();
         if held.records.is_empty() && checkpoints.is_empty() {
             held.clear();
             return Ok(());

@@ -122,7 +122,7 @@ fn regenerate_golden_1_2() {
     for message in golden_1_2().0 {
         match message {
             Sent::Final(record) => sender.send(record).unwrap(),
-            Sent::Checkpoint(checkpoint) => assert!(sender.checkpoint(checkpoint)),
+            Sent::Checkpoint(c) => assert!(sender.checkpoint(c.record, c.chunk_offset)),
         }
     }
     // Dropped without finish: the file reads like one a killed writer left.

@@ -262,7 +262,7 @@ async fn probe_once(
     config: &RecordConfig,
     id: u64,
     words: u32,
-) -> tokentrace_format::RequestRecord {
+) -> tokentrace_format::PackedRecord {
     let prompt = Prompt::Text(synthetic(config.seed, id, words));
     let spec = RequestSpec {
         id,
@@ -280,7 +280,7 @@ async fn probe_once(
 
 fn probe_result(
     ctx: &StreamContext,
-    record: tokentrace_format::RequestRecord,
+    record: tokentrace_format::PackedRecord,
 ) -> Result<Option<u32>, Failure> {
     let error = record.meta.error.unwrap_or_default();
     match record.meta.outcome {

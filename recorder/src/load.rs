@@ -186,8 +186,9 @@ async fn run_one(shared: Arc<LoadShared>, spec: RequestSpec) {
         .fetch_add(record.chunks.len() as u64, Ordering::Relaxed);
     let reads = record
         .chunks
+        .read_index()
         .last()
-        .map_or(0, |c| u64::from(c.read_index) + 1);
+        .map_or(0, |&read| u64::from(read) + 1);
     stats.reads.fetch_add(reads, Ordering::Relaxed);
     shared.outcomes[record.meta.outcome as usize].fetch_add(1, Ordering::Relaxed);
     if record.meta.outcome == Outcome::Ok {
@@ -195,12 +196,15 @@ async fn run_one(shared: Arc<LoadShared>, spec: RequestSpec) {
     } else {
         stats.failed.fetch_add(1, Ordering::Relaxed);
     }
-    if let Some(first) = record
-        .chunks
-        .iter()
-        .find(|c| c.channel.is_content_text(c.text_len))
-    {
-        stats.record_ttft_us(first.arrival_ns.saturating_sub(record.meta.send_ns) / 1000);
+    let chunks = &record.chunks;
+    let first_content = (0..chunks.len()).find(|&i| {
+        chunks
+            .channel(i)
+            .is_some_and(|c| c.is_content_text(chunks.text_len()[i]))
+    });
+    if let Some(i) = first_content {
+        let arrival = chunks.arrival_ns()[i];
+        stats.record_ttft_us(arrival.saturating_sub(record.meta.send_ns) / 1000);
     }
     if let Err(err) = shared.sender.send(record) {
         if let Ok(mut slot) = shared.write_error.lock() {

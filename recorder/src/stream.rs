@@ -2,8 +2,8 @@
 //!
 //! For every body frame the monotonic clock is read first; only then is the frame fed to the
 //! SSE parser, and every event it completes becomes a [`ChunkRecord`] with that arrival time and
-//! the frame's read index. Chunks go into a per-request vector reserved up front: no allocation,
-//! lock or channel send per chunk. The whole [`RequestRecord`] leaves once, at the end.
+//! the frame's read index. Chunks go into the request's packed columns (25 bytes a chunk),
+//! reserved up front: no allocation, lock or channel send per chunk. The whole [`PackedRecord`] leaves once, at the end.
 
 use crate::config::Capture;
 use crate::http::{error_chain, read_body, HttpClient};
@@ -18,7 +18,7 @@ use std::time::Duration;
 use tokentrace_format::clock::mono_now_ns;
 use tokentrace_format::request_id::write_uuid;
 use tokentrace_format::{
-    Checkpoint, Outcome, Phase, RecordSender, RequestMeta, RequestRecord, Usage,
+    Outcome, PackedChunks, PackedRecord, Phase, RecordSender, RequestMeta, Usage,
 };
 use tokentrace_sse::classify::OutputSink;
 use tokentrace_sse::parser::{SseError, SseParser};
@@ -114,7 +114,7 @@ pub async fn execute(
     ctx: &StreamContext,
     spec: RequestSpec,
     cancel: oneshot::Receiver<()>,
-) -> RequestRecord {
+) -> PackedRecord {
     let mut state = StreamState::new(ctx, &spec);
     let finished = {
         let drive = async {
@@ -137,7 +137,7 @@ pub async fn execute(
         state.record.meta.end_ns = ctx.now_ns();
     }
     let mut record = state.into_record();
-    scrub_secrets(&ctx.headers, &mut record);
+    scrub_secrets(&ctx.headers, &mut record.meta);
     record
 }
 
@@ -188,7 +188,7 @@ fn stale_connection(err: &hyper_util::client::legacy::Error, elapsed: Duration) 
 /// Removes every sensitive request header value (the API key, secret custom headers) from the
 /// texts a server fills: error messages and kept response headers. Some gateways quote the
 /// credentials they reject in their error body. Runs once per request, never per chunk.
-fn scrub_secrets(headers: &HeaderMap, record: &mut RequestRecord) {
+fn scrub_secrets(headers: &HeaderMap, meta: &mut RequestMeta) {
     for value in headers.values().filter(|v| v.is_sensitive()) {
         let Ok(value) = value.to_str() else {
             continue;
@@ -197,11 +197,10 @@ fn scrub_secrets(headers: &HeaderMap, record: &mut RequestRecord) {
         if secret.len() < 4 {
             continue;
         }
-        let texts = record
-            .meta
+        let texts = meta
             .error
             .iter_mut()
-            .chain(record.meta.response_headers.iter_mut().map(|(_, v)| v));
+            .chain(meta.response_headers.iter_mut().map(|(_, v)| v));
         for text in texts {
             if text.contains(secret) {
                 *text = text.replace(secret, "<redacted>");
@@ -220,7 +219,7 @@ fn scrub_secrets(headers: &HeaderMap, record: &mut RequestRecord) {
 
 /// Everything a request accumulates while it streams.
 struct StreamState {
-    record: RequestRecord,
+    record: PackedRecord,
     parser: SseParser,
     sink: OutputSink,
     reads: u32,
@@ -237,7 +236,7 @@ struct StreamState {
 impl StreamState {
     fn new(ctx: &StreamContext, spec: &RequestSpec) -> StreamState {
         StreamState {
-            record: RequestRecord {
+            record: PackedRecord {
                 meta: RequestMeta {
                     id: spec.id,
                     phase: spec.phase,
@@ -259,7 +258,7 @@ impl StreamState {
                     response_headers: Vec::new(),
                     retries: 0,
                 },
-                chunks: Vec::with_capacity(ctx.chunk_capacity),
+                chunks: PackedChunks::with_capacity(ctx.chunk_capacity),
             },
             parser: SseParser::new(ctx.line_limit),
             sink: OutputSink::new(ctx.capture == Capture::Text),
@@ -282,21 +281,17 @@ impl StreamState {
         if self.any_checkpoint && have == self.checkpointed {
             return;
         }
-        let mut record = RequestRecord {
+        let mut record = PackedRecord {
             meta: self.record.meta.clone(),
-            chunks: self.record.chunks[self.checkpointed..].to_vec(),
+            chunks: self.record.chunks.copy_from(self.checkpointed),
         };
         record.meta.outcome = Outcome::Interrupted;
         record.meta.error = None;
         record.meta.end_ns = ctx.now_ns();
         record.meta.output_hash = self.sink.output_hash();
         record.meta.output_bytes = u32::try_from(self.sink.output_bytes).unwrap_or(u32::MAX);
-        scrub_secrets(&ctx.headers, &mut record);
-        let checkpoint = Checkpoint {
-            record,
-            chunk_offset: self.checkpointed as u64,
-        };
-        if sender.checkpoint(checkpoint) {
+        scrub_secrets(&ctx.headers, &mut record.meta);
+        if sender.checkpoint(record, self.checkpointed as u64) {
             self.checkpointed = have;
             self.any_checkpoint = true;
         }
@@ -335,7 +330,7 @@ impl StreamState {
         }
     }
 
-    fn into_record(mut self) -> RequestRecord {
+    fn into_record(mut self) -> PackedRecord {
         self.record.meta.output_hash = self.sink.output_hash();
         self.record.meta.output_bytes = u32::try_from(self.sink.output_bytes).unwrap_or(u32::MAX);
         self.record
