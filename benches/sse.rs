@@ -1,6 +1,6 @@
 //! Cost of the recorder's receive path per SSE event, without the network: the SSE parser
 //! alone, parser + JSON classification, and the full per-read path (clock read, parse,
-//! classify, append a ChunkRecord to a reserved vector).
+//! classify, append the chunk to reserved packed columns, as the recorder does).
 //!
 //! Run: `cargo bench --bench sse`
 
@@ -10,7 +10,7 @@ use criterion::measurement::WallTime;
 use criterion::{
     black_box, criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput,
 };
-use tokentrace_format::{mono_now_ns, Channel, ChunkRecord};
+use tokentrace_format::{mono_now_ns, Channel, ChunkRecord, PackedChunks};
 use tokentrace_sse::classify::{classify, classify_general, Classified, OutputSink};
 use tokentrace_sse::parser::SseParser;
 
@@ -124,7 +124,7 @@ fn bench(c: &mut Criterion) {
         let mut parser = SseParser::default();
         b.iter(|| {
             let mut sink = OutputSink::new(false);
-            let mut chunks: Vec<ChunkRecord> = Vec::with_capacity(EVENTS + 8);
+            let mut chunks = PackedChunks::with_capacity(EVENTS + 8);
             for (read_index, read) in reads.iter().enumerate() {
                 let arrival_ns = mono_now_ns();
                 parser

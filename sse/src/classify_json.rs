@@ -60,14 +60,16 @@ impl<'a> Cursor<'a, '_> {
         }
     }
 
-    /// A string at the cursor: (start, end, has_escapes) of its contents. A plain byte loop:
-    /// the strings of a chunk are short, where SIMD search costs more than it saves.
+    /// A string at the cursor: (start, end, has_escapes) of its contents. Plain bytes are
+    /// skipped eight at a time ([`plain_run`]); the strings of a chunk are short, where a
+    /// library's SIMD search costs more in set-up than it saves.
     pub(crate) fn string(&mut self) -> R<(usize, usize, bool)> {
         self.eat(b'"')?;
         let start = self.pos;
         let mut escaped = false;
         let mut i = self.pos;
         loop {
+            i = plain_run(self.data, i);
             match *self.data.get(i).ok_or(Bail)? {
                 b'"' => {
                     self.pos = i + 1;
@@ -220,6 +222,38 @@ impl<'a> Cursor<'a, '_> {
     }
 }
 
+/// Every byte of `w` (eight bytes, little-endian) that a JSON string cannot pass over as is: a
+/// quote, a backslash or a control character, as the high bit of its byte in the result. Only
+/// the lowest flagged byte is exact (a borrow may flag bytes above it), which is all
+/// [`plain_run`] reads.
+#[inline]
+fn specials(w: u64) -> u64 {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    let zero_in = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
+    let quote = zero_in(w ^ (ONES * u64::from(b'"')));
+    let backslash = zero_in(w ^ (ONES * u64::from(b'\\')));
+    let control = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
+    quote | backslash | control
+}
+
+/// The index of the first byte at or after `i` that is a quote, a backslash or a control
+/// character, checked eight bytes at a time; the last few bytes of `data` (and any `i` past
+/// its end) are left to the caller's byte loop.
+#[inline]
+pub(crate) fn plain_run(data: &[u8], mut i: usize) -> usize {
+    while let Some(word) = data.get(i..i + 8) {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(word);
+        let flagged = specials(u64::from_le_bytes(bytes));
+        if flagged != 0 {
+            return i + (flagged.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    i
+}
+
 /// Decode a JSON string body with escapes (no surrogates: `string` refused them) into `out`.
 pub(crate) fn unescape(raw: &[u8], out: &mut Vec<u8>) -> R<()> {
     let mut i = 0;
@@ -255,4 +289,51 @@ pub(crate) fn unescape(raw: &[u8], out: &mut Vec<u8>) -> R<()> {
         i += 2;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plain_run;
+
+    /// The eight-byte skip stops where a byte-by-byte search would: at the first quote,
+    /// backslash or control character, whatever the bytes around it (UTF-8 above 0x7F, other
+    /// specials after it) and wherever it starts, or leaves fewer than eight bytes for the
+    /// caller's loop.
+    #[test]
+    fn the_word_skip_stops_at_the_first_byte_a_string_cannot_pass() {
+        let specials = [b'"', b'\\', 0x00, 0x01, 0x1F, b'\n'];
+        let plain = [
+            b'a', b' ', 0x20, 0x21, 0x23, 0x5B, 0x5D, 0x7F, 0x80, 0xC3, 0xFF,
+        ];
+        for len in 0..24 {
+            for at in 0..=len {
+                for &special in &specials {
+                    for &fill in &plain {
+                        let mut data = vec![fill; len];
+                        if at < len {
+                            data[at] = special;
+                            // A second special above the first must not move the answer.
+                            if at + 1 < len {
+                                data[at + 1] = 0x00;
+                            }
+                        }
+                        for start in 0..=len + 1 {
+                            let stop = plain_run(&data, start);
+                            assert!(stop >= start, "{data:?} from {start}");
+                            let skipped = data.get(start..stop).unwrap_or_default();
+                            assert!(
+                                skipped.iter().all(|b| !specials.contains(b)),
+                                "{data:?} from {start} passed a special byte"
+                            );
+                            let at_special = data.get(stop).is_some_and(|b| specials.contains(b));
+                            assert!(
+                                at_special || stop + 8 > len,
+                                "{data:?} from {start} stopped early at {stop}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
 }

@@ -140,6 +140,8 @@ mod fast_matches_serde {
         prop_oneof![
             Just(Value::Null),
             "[a-z \n\"\\\\é😀\t\u{1}/]{0,12}".prop_map(Value::String),
+            // Long enough for the eight-byte skip, with the byte it stops at anywhere.
+            "[a-z0-9 é]{0,40}[\"\\\\\n]?[a-z]{0,9}".prop_map(Value::String),
         ]
     }
 

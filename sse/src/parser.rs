@@ -120,6 +120,10 @@ impl SseParser {
                     None => self.after_cr = true,
                 }
             }
+            if let Some(used) = self.whole_data_event(input, pos, term_len, &mut on_event)? {
+                input = &input[used..];
+                continue;
+            }
             self.wire_bytes += pos + term_len;
             if self.partial.is_empty() {
                 self.process_line(&input[..pos], &mut on_event)?;
@@ -137,6 +141,43 @@ impl SseParser {
             input = &input[pos + term_len..];
         }
         Ok(())
+    }
+
+    /// The common event, `data: …\n\n` whole inside this read with nothing of an event before
+    /// it, dispatched straight from the read's bytes instead of being copied into the event
+    /// buffer first: Some(bytes used) when the line ending at `pos` was one. Its event, wire
+    /// bytes and limit are the ones the line-by-line path gives.
+    fn whole_data_event<F>(
+        &mut self,
+        input: &[u8],
+        pos: usize,
+        term_len: usize,
+        on_event: &mut F,
+    ) -> Result<Option<usize>, SseError>
+    where
+        F: FnMut(SseEvent<'_>),
+    {
+        let plain_start = self.partial.is_empty() && !self.has_data && self.event_type.is_empty();
+        let blank_follows =
+            term_len == 1 && input[pos] == b'\n' && input.get(pos + 1) == Some(&b'\n');
+        let Some(value) = input[..pos].strip_prefix(b"data:") else {
+            return Ok(None);
+        };
+        if !plain_start || !blank_follows {
+            return Ok(None);
+        }
+        if pos > self.limit {
+            return Err(SseError::Oversize { limit: self.limit });
+        }
+        let value = value.strip_prefix(b" ").unwrap_or(value);
+        let wire_bytes = self.wire_bytes + pos + 2;
+        on_event(SseEvent {
+            data: value,
+            event_type: &[],
+            wire_bytes: u32::try_from(wire_bytes).unwrap_or(u32::MAX),
+        });
+        self.wire_bytes = 0;
+        Ok(Some(pos + 2))
     }
 
     fn process_line<F>(&mut self, line: &[u8], on_event: &mut F) -> Result<(), SseError>
