@@ -145,6 +145,11 @@ impl StreamState {
         // they are its first body bytes, at its time.
         let mut len = rest.len().min(conn.buf.len());
         conn.buf[..len].copy_from_slice(&rest[..len]);
+        // What the rest of the response needs from the head, so neither it nor those bytes stay
+        // allocated in every open stream's task (up to a read buffer's worth each) until the end.
+        drop(rest);
+        let keeps_alive = head.keeps_alive();
+        drop(head);
         let mut arrival_ns = arrival_ns;
         let mut unread = true;
         loop {
@@ -212,7 +217,7 @@ impl StreamState {
             }
             if decoded.done {
                 self.end_of_body(arrival_ns);
-                if head.keeps_alive() && decoded.consumed == len {
+                if keeps_alive && decoded.consumed == len {
                     pool.put_back(conn);
                 }
                 return;
