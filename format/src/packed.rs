@@ -11,8 +11,9 @@ use crate::types::{Channel, ChunkRecord, RequestMeta, RequestRecord};
 /// Bit of a packed channel byte that says the chunk's token count is known.
 const HAS_TOKENS: u8 = 0x80;
 
-/// The chunks of one request, column by column, in arrival order.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The chunks of one request, column by column, in arrival order. Two lists are equal when
+/// their chunks are, whether or not a text column of only `None` was allocated.
+#[derive(Debug, Clone, Default)]
 pub struct PackedChunks {
     arrival_ns: Vec<u64>,
     read_index: Vec<u32>,
@@ -123,7 +124,13 @@ impl PackedChunks {
     /// Chunk `i`'s channel (None past the end).
     pub fn channel(&self, i: usize) -> Option<Channel> {
         let code = self.channel.get(i)? & !HAS_TOKENS;
-        Channel::ALL.get(usize::from(code)).copied()
+        // Every code was written by `push` from a `Channel`, so the fallback is never taken.
+        Some(
+            Channel::ALL
+                .get(usize::from(code))
+                .copied()
+                .unwrap_or(Channel::Other),
+        )
     }
 
     /// Chunk `i`'s token count where known (None also past the end).
@@ -150,7 +157,7 @@ impl PackedChunks {
         })
     }
 
-    /// Every chunk as a [`ChunkRecord`], in order.
+    /// Every chunk as a [`ChunkRecord`], in order (`get` is Some for every index below `len`).
     pub fn iter(&self) -> impl Iterator<Item = ChunkRecord> + '_ {
         (0..self.len()).filter_map(|i| self.get(i))
     }
@@ -160,6 +167,14 @@ impl PackedChunks {
         self.text.iter().flatten().map(String::len).sum()
     }
 }
+
+impl PartialEq for PackedChunks {
+    fn eq(&self, other: &PackedChunks) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for PackedChunks {}
 
 impl FromIterator<ChunkRecord> for PackedChunks {
     fn from_iter<I: IntoIterator<Item = ChunkRecord>>(chunks: I) -> PackedChunks {
@@ -249,6 +264,27 @@ mod tests {
         let packed: PackedChunks = (0..10).map(|i| chunk(i, Some(1), None)).collect();
         assert!(packed.text.is_empty());
         assert_eq!(packed.text(3), None);
+    }
+
+    /// A list whose text column holds only `None` equals the same chunks without one.
+    #[test]
+    fn an_all_none_text_column_does_not_make_lists_differ() {
+        let chunks = sample();
+        let packed: PackedChunks = chunks.iter().cloned().collect();
+        let tail = packed.copy_from(4);
+        let plain: PackedChunks = chunks[4..]
+            .iter()
+            .cloned()
+            .map(|mut c| {
+                c.text = None;
+                c
+            })
+            .collect();
+        let mut without_text = tail.clone();
+        without_text.text.iter_mut().for_each(|t| *t = None);
+        assert!(!without_text.text.is_empty() && plain.text.is_empty());
+        assert_eq!(without_text, plain);
+        assert_ne!(tail, plain);
     }
 
     /// Copying a tail and appending it to the head gives the whole list back, for every split,

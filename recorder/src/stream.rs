@@ -2,8 +2,9 @@
 //!
 //! For every body frame the monotonic clock is read first; only then is the frame fed to the
 //! SSE parser, and every event it completes becomes a [`ChunkRecord`] with that arrival time and
-//! the frame's read index. Chunks go into the request's packed columns (25 bytes a chunk),
-//! reserved up front: no allocation, lock or channel send per chunk. The whole [`PackedRecord`] leaves once, at the end.
+//! the frame's read index. Chunks go into the request's packed columns (25 bytes a chunk
+//! without captured text), reserved up front: no allocation, lock or channel send per chunk.
+//! The whole [`PackedRecord`] leaves once, at the end.
 
 use crate::config::Capture;
 use crate::http::{error_chain, read_body, HttpClient};
