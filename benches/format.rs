@@ -31,7 +31,12 @@ fn header() -> Header {
     }
 }
 
-fn write_trace(path: &Path, records: Vec<RequestRecord>, zstd_level: i32) -> WriterStats {
+/// Writes `records`, plain or already packed (a plain one is packed by `send`, on this thread).
+fn write_trace<R: Into<PackedRecord>>(
+    path: &Path,
+    records: Vec<R>,
+    zstd_level: i32,
+) -> WriterStats {
     let config = WriterConfig {
         block_max_age: Duration::from_secs(600),
         zstd_level,
@@ -110,6 +115,19 @@ fn format_benches(c: &mut Criterion<CpuTime>) {
                 )
             });
         }
+        // The same records handed over packed, as the recorder builds them: the writer's own
+        // cost without the conversion `send` makes of a `RequestRecord`.
+        group.bench_function(format!("write_packed/{label}"), |b| {
+            b.iter_batched(
+                || {
+                    let packed: Vec<PackedRecord> =
+                        records.iter().cloned().map(PackedRecord::from).collect();
+                    packed
+                },
+                |recs| write_trace(&path.with_extension("w"), recs, 3),
+                criterion::BatchSize::LargeInput,
+            )
+        });
 
         let reader = TraceReader::open(&path).unwrap();
         group.bench_function(format!("decode_blocks/{label}"), |b| {
