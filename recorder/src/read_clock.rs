@@ -406,13 +406,21 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    #[tokio::test(flavor = "current_thread")]
-    async fn a_read_is_stamped_with_when_its_bytes_arrived() {
+    /// A `TimedTcp` client connected over 127.0.0.1 to the server end it returns beside it.
+    async fn timed_pair() -> (TimedTcp, TcpStream) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let client = TcpStream::connect(addr).await.unwrap();
-        let (mut server, _) = listener.accept().await.unwrap();
-        let mut timed = TimedTcp::new(client, CloseWatch::default()).unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        (
+            TimedTcp::new(client, CloseWatch::default()).unwrap(),
+            server,
+        )
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_read_is_stamped_with_when_its_bytes_arrived() {
+        let (mut timed, mut server) = timed_pair().await;
         assert_eq!(timed.clock().last_read_ns(), 0);
         // The kernel turns receive timestamping on for the whole host from a deferred work
         // item when the first socket asks for it; give it time to run.
@@ -448,11 +456,7 @@ mod tests {
     /// read must still wake when more bytes come, and the write side must still work.
     #[tokio::test(flavor = "current_thread")]
     async fn after_a_short_read_the_next_bytes_still_wake_the_reader() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let client = TcpStream::connect(addr).await.unwrap();
-        let (mut server, _) = listener.accept().await.unwrap();
-        let mut timed = TimedTcp::new(client, CloseWatch::default()).unwrap();
+        let (mut timed, mut server) = timed_pair().await;
         timed.write_all(b"POST / HTTP/1.1\r\n\r\n").await.unwrap();
         let mut got = [0u8; 19];
         server.read_exact(&mut got).await.unwrap();
@@ -480,11 +484,7 @@ mod tests {
     /// latest write began.
     #[tokio::test(flavor = "current_thread")]
     async fn a_connection_is_silent_since_a_write_until_bytes_come_back() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let client = TcpStream::connect(addr).await.unwrap();
-        let (mut server, _) = listener.accept().await.unwrap();
-        let mut timed = TimedTcp::new(client, CloseWatch::default()).unwrap();
+        let (mut timed, mut server) = timed_pair().await;
         let clock = timed.clock().clone();
         let mut buf = [0u8; 16];
         // A first request, before anything came back: not a reused connection.
