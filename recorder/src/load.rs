@@ -196,15 +196,13 @@ async fn run_one(shared: Arc<LoadShared>, spec: RequestSpec) {
     } else {
         stats.failed.fetch_add(1, Ordering::Relaxed);
     }
-    let chunks = &record.chunks;
-    let first_content = (0..chunks.len()).find(|&i| {
-        chunks
-            .channel(i)
-            .is_some_and(|c| c.is_content_text(chunks.text_len()[i]))
-    });
-    if let Some(i) = first_content {
-        let arrival = chunks.arrival_ns()[i];
-        stats.record_ttft_us(arrival.saturating_sub(record.meta.send_ns) / 1000);
+    // Once per request: materializing chunks until the first content one costs nothing here.
+    if let Some(first) = record
+        .chunks
+        .iter()
+        .find(|c| c.channel.is_content_text(c.text_len))
+    {
+        stats.record_ttft_us(first.arrival_ns.saturating_sub(record.meta.send_ns) / 1000);
     }
     if let Err(err) = shared.sender.send(record) {
         if let Ok(mut slot) = shared.write_error.lock() {
