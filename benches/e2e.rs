@@ -98,6 +98,13 @@ pub struct Side {
     pub backpressure: Option<u64>,
     /// Timestamp error distribution.
     pub error: Option<Percentiles>,
+    /// The same over the events that ended their read (recorder only): each carries the
+    /// receive time of its own segment, unless the server wrote it together with the one
+    /// before.
+    pub error_last_of_read: Option<Percentiles>,
+    /// Events read together with one the server wrote at least 100 µs later (recorder only;
+    /// [`accuracy::waited_for_later_write`]): each carries that later write's time.
+    pub waited: Option<u64>,
     /// Events joined with the truth log.
     pub joined: u64,
     /// Events without a truth entry.
@@ -606,9 +613,22 @@ fn run_recorder(
     };
     let (mut first, mut last) = (u64::MAX, 0);
     let mut join = Join::default();
+    let mut last_of_read = Join::default();
+    let mut waited = 0;
     for record in reader.requests() {
         let record = record.map_err(io::Error::other)?;
-        let reads: HashSet<u32> = record.chunks.iter().map(|c| c.read_index).collect();
+        let read_index: Vec<u32> = record.chunks.iter().map(|c| c.read_index).collect();
+        let reads: HashSet<u32> = read_index.iter().copied().collect();
+        let ends_read = |k: usize| read_index.get(k + 1) != Some(&read_index[k]);
+        if let Some(written) = truth.get(&record.meta.id) {
+            waited += accuracy::waited_for_later_write(written, &read_index, 100_000);
+        }
+        last_of_read.add_some(
+            &truth,
+            record.meta.id,
+            record.chunks.iter().map(|c| anchor + c.arrival_ns),
+            ends_read,
+        );
         side.event_reads += reads.len() as u64;
         side.chunks += record.chunks.len() as u64;
         for c in &record.chunks {
@@ -623,6 +643,8 @@ fn run_recorder(
     }
     side.span_ns = last.saturating_sub(first);
     side.take_join(join);
+    side.error_last_of_read = last_of_read.percentiles();
+    side.waited = Some(waited);
     Ok(side)
 }
 

@@ -123,6 +123,25 @@ impl Join {
         }
     }
 
+    /// Join the events of one response picked by `keep` (their index in the response), for a
+    /// distribution over part of the events; the join's bookkeeping is left to [`Join::add`].
+    pub fn add_some(
+        &mut self,
+        truth: &Truth,
+        id: u64,
+        arrivals: impl Iterator<Item = u64>,
+        mut keep: impl FnMut(usize) -> bool,
+    ) {
+        let Some(written) = truth.get(&id) else {
+            return;
+        };
+        for (k, arrival) in arrivals.enumerate() {
+            if let Some(&w) = written.get(k).filter(|&&w| w != 0 && keep(k)) {
+                self.errors_ns.push(arrival as i64 - w as i64);
+            }
+        }
+    }
+
     /// p50, p99, p99.9 and max (nearest rank), in ns.
     pub fn percentiles(&mut self) -> Option<Percentiles> {
         if self.errors_ns.is_empty() {
@@ -142,6 +161,28 @@ impl Join {
             min: v[0],
         })
     }
+}
+
+/// Events of one response that the client read together with an event the server wrote at
+/// least `gap_ns` later (`read_index`: each event's read, as the trace has it). The kernel
+/// stamps a read with its last segment's receive time and merges segments that wait in the
+/// receive queue, so each such event carries that later write's time: these are the events
+/// the client read late, not ones the server wrote together.
+pub fn waited_for_later_write(written: &[u64], read_index: &[u32], gap_ns: u64) -> u64 {
+    let mut waited = 0;
+    let mut end = read_index.len();
+    for k in (0..read_index.len()).rev() {
+        if read_index.get(k + 1) != Some(&read_index[k]) {
+            end = k;
+        }
+        let (Some(&w), Some(&last)) = (written.get(k), written.get(end)) else {
+            continue;
+        };
+        if w != 0 && last.saturating_sub(w) >= gap_ns {
+            waited += 1;
+        }
+    }
+    waited
 }
 
 /// Timestamp error distribution, ns.
@@ -176,6 +217,22 @@ pub fn self_check(dir: &Path) -> io::Result<()> {
     assert_eq!(join.errors_ns, vec![50, 60]);
     assert_eq!(join.unmatched, 2);
     assert_eq!(join.count_mismatches, 1);
+    let mut some = Join::default();
+    some.add_some(&truth, 3, [150u64, 260, 300].into_iter(), |k| k != 0);
+    some.add_some(&truth, 9, [1u64].into_iter(), |_| true);
+    assert_eq!(some.errors_ns, vec![60]);
+    // Reads [0 0 0] [1] [2 2]: event 0 waited 300 ns for event 2, event 1 only 50 ns; event 4
+    // waited 500 ns for event 5.
+    let written = [100, 350, 400, 450, 500, 1000];
+    assert_eq!(
+        waited_for_later_write(&written, &[0, 0, 0, 1, 2, 2], 100),
+        2
+    );
+    assert_eq!(
+        waited_for_later_write(&written, &[0, 0, 0, 1, 2, 2], 400),
+        1
+    );
+    assert_eq!(waited_for_later_write(&written, &[0, 1, 2, 3, 4, 5], 1), 0);
     let p = join
         .percentiles()
         .ok_or_else(|| io::Error::other("no errors"))?;

@@ -125,10 +125,11 @@ pub fn markdown(
     }
     s.push('\n');
     s.push_str(
-        "| streams | step ms | error µs rec p50 | p99 | p99.9 | max | floor p50 | p99 | p99.9 | max | \
-         p99 rec ÷ floor | joined chunks rec / floor |\n",
+        "| streams | step ms | error µs rec p50 | p99 | p99.9 | max | rec p99, last of read | \
+         rec read with a write ≥100 µs later | floor p50 | p99 | p99.9 | max | p99 rec ÷ floor | \
+         joined chunks rec / floor |\n",
     );
-    s.push_str("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    s.push_str("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for r in results {
         let rec = r.recorder.error;
         let floor = r.floor.as_ref().and_then(|f| f.error);
@@ -138,13 +139,18 @@ pub fn markdown(
         };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} |",
             r.level.streams,
             r.level.step_ms,
             cell(rec, |p| p.p50),
             cell(rec, |p| p.p99),
             cell(rec, |p| p.p999),
             cell(rec, |p| p.max),
+            cell(r.recorder.error_last_of_read, |p| p.p99),
+            opt(r.recorder.waited, |n| format!(
+                "{:.1}%",
+                100.0 * n as f64 / r.recorder.chunks.max(1) as f64
+            )),
             cell(floor, |p| p.p50),
             cell(floor, |p| p.p99),
             cell(floor, |p| p.p999),
