@@ -8,8 +8,9 @@
 //!
 //! Needs the release binary: `cargo build --release` first. Then
 //! `cargo bench --bench e2e -- [--levels 64,256,1024,2048] [--steps 10,2] [--request-ms 1000]
-//!  [--waves 2] [--threads 2] [--sim-threads 1] [--no-floor] [--floor epoll|tokio]
-//!  [--aiperf PATH | --no-aiperf] [--aiperf-timeout 300] [--run-timeout SECS] [--keep] [--tls]
+//!  [--waves 2] [--threads 2] [--sim-threads 1] [--no-floor]
+//!  [--floor epoll|epoll-parse|tokio] [--aiperf PATH | --no-aiperf] [--aiperf-timeout 300]
+//!  [--run-timeout SECS] [--keep] [--tls]
 //!  [--pin]
 //!  [--doc docs/PERFORMANCE.md]`
 //!
@@ -26,6 +27,8 @@ mod aiperf;
 mod floor;
 #[path = "e2e/floor_epoll.rs"]
 mod floor_epoll;
+#[path = "e2e/floor_parse.rs"]
+mod floor_parse;
 #[path = "e2e/floor_tls.rs"]
 mod floor_tls;
 #[path = "e2e/floor_tokio.rs"]
@@ -286,6 +289,7 @@ fn main() {
         let checked = std::fs::create_dir_all(&dir)
             .and_then(|()| accuracy::self_check(&dir))
             .and_then(|()| floor::self_check())
+            .and_then(|()| floor_parse::self_check())
             .and_then(|()| aiperf::self_check());
         let _ = std::fs::remove_dir_all(&dir);
         if let Err(err) = checked {
@@ -377,6 +381,11 @@ fn bench(args: &[String]) -> io::Result<()> {
     };
     let floor_note = match s.floor_kind {
         FloorKind::Epoll => "the floor one thread (epoll, no runtime)".to_string(),
+        FloorKind::EpollParse => {
+            "the floor one thread (epoll, no runtime, with the recorder's SSE parse and \
+             classification)"
+                .to_string()
+        }
         FloorKind::Tokio => format!("the floor (tokio) {} worker threads", s.threads),
     };
     let steps: Vec<String> = s

@@ -30,17 +30,23 @@ pub const READ_BUF: usize = 8192;
 pub enum FloorKind {
     /// One thread, `epoll` over non-blocking sockets (the default).
     Epoll,
+    /// The same, with the recorder's SSE parse, classification and packing of every read
+    /// (`floor_parse.rs`).
+    EpollParse,
     /// A tokio runtime, one task per stream.
     Tokio,
 }
 
 impl FloorKind {
-    /// Parse `epoll` or `tokio`.
+    /// Parse `epoll`, `epoll-parse` or `tokio`.
     pub fn parse(text: &str) -> Result<FloorKind, String> {
         match text {
             "epoll" => Ok(FloorKind::Epoll),
+            "epoll-parse" => Ok(FloorKind::EpollParse),
             "tokio" => Ok(FloorKind::Tokio),
-            other => Err(format!("unknown floor {other:?} (epoll or tokio)")),
+            other => Err(format!(
+                "unknown floor {other:?} (epoll, epoll-parse or tokio)"
+            )),
         }
     }
 
@@ -48,6 +54,7 @@ impl FloorKind {
     pub fn name(self) -> &'static str {
         match self {
             FloorKind::Epoll => "epoll",
+            FloorKind::EpollParse => "epoll-parse",
             FloorKind::Tokio => "tokio",
         }
     }
@@ -186,7 +193,7 @@ pub fn child_main(args: FloorArgs) -> io::Result<()> {
     let before = own_usage();
     let started = mono_now_ns();
     let (all, failures) = match args.kind {
-        FloorKind::Epoll => crate::floor_epoll::run(&args)?,
+        FloorKind::Epoll | FloorKind::EpollParse => crate::floor_epoll::run(&args)?,
         FloorKind::Tokio if args.tls_ca.is_some() => {
             return Err(io::Error::other(
                 "the tokio floor has no TLS; use the epoll floor",

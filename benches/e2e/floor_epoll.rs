@@ -17,7 +17,8 @@
 //! (one `epoll_wait` can serve several ready sockets, so when events crowd it costs less than
 //! one per event), and nothing else runs.
 
-use crate::floor::{request_parts, Arrivals, FloorArgs, Scan, READ_BUF};
+use crate::floor::{request_parts, Arrivals, FloorArgs, FloorKind, Scan, READ_BUF};
+use crate::floor_parse::Parse;
 use crate::floor_tls;
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -103,6 +104,8 @@ struct Conn {
     connecting: bool,
     /// The response being read (its request id is the one sent).
     scan: Scan,
+    /// With `--floor epoll-parse`: the recorder's parse of the same response.
+    parse: Option<Box<Parse>>,
 }
 
 /// What one ready event led to.
@@ -247,6 +250,7 @@ impl Floor<'_> {
                 tls,
                 connecting,
                 scan: Scan::new(id, self.args.events_per_request),
+                parse: self.new_parse(),
             })
         });
         match opened {
@@ -260,6 +264,11 @@ impl Floor<'_> {
             }
             Err(_) => self.failures += 1,
         }
+    }
+
+    /// The parse state of a new response, with `--floor epoll-parse`.
+    fn new_parse(&self) -> Option<Box<Parse>> {
+        (self.args.kind == FloorKind::EpollParse).then(|| Parse::new(self.args.events_per_request))
     }
 
     /// Send the request of the response in flight on `slot`.
@@ -303,9 +312,12 @@ impl Floor<'_> {
                 Ok(Some(_)) | Err(_) => Outcome::Failed,
             }
         } else if let Some(tls) = conn.tls.as_mut() {
-            let scan = &mut conn.scan;
+            let (scan, parse) = (&mut conn.scan, &mut conn.parse);
             let mut finished = false;
             let read = floor_tls::read_once(&conn.stream, tls, buf, mono_ns, |plain, at| {
+                if let Some(parse) = parse.as_mut() {
+                    parse.feed(plain, at);
+                }
                 finished |= scan.feed(plain, at);
             });
             match read {
@@ -328,6 +340,9 @@ impl Floor<'_> {
             let now = mono_ns();
             if n > 0 {
                 *last_read = now;
+                if let Some(parse) = conn.parse.as_mut() {
+                    parse.feed(&buf[..n as usize], now);
+                }
                 if conn.scan.feed(&buf[..n as usize], now) {
                     Outcome::Finished
                 } else {
@@ -348,7 +363,9 @@ impl Floor<'_> {
             Outcome::Failed => self.fail(slot),
             Outcome::Finished => match self.claim() {
                 Some(id) => {
+                    let parse = self.new_parse();
                     if let Some(conn) = self.conns[slot].as_mut() {
+                        conn.parse = parse;
                         let scan = std::mem::replace(
                             &mut conn.scan,
                             Scan::new(id, self.args.events_per_request),
