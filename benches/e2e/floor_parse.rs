@@ -6,10 +6,7 @@
 
 use tokentrace_format::{Channel, ChunkRecord, PackedChunks};
 use tokentrace_sse::classify::{classify_event, OutputSink};
-use tokentrace_sse::parser::SseParser;
-
-/// The line limit the recorder uses by default.
-const LINE_LIMIT: usize = 1 << 20;
+use tokentrace_sse::parser::{SseParser, DEFAULT_LINE_LIMIT};
 
 /// One response's parse state and chunks.
 pub struct Parse {
@@ -23,16 +20,18 @@ impl Parse {
     /// A fresh response expecting about `events` events.
     pub fn new(events: usize) -> Box<Parse> {
         Box::new(Parse {
-            parser: SseParser::new(LINE_LIMIT),
+            parser: SseParser::new(DEFAULT_LINE_LIMIT),
             sink: OutputSink::new(false),
             chunks: PackedChunks::with_capacity(events),
             reads: 0,
         })
     }
 
-    /// Feed one read's bytes, stamped `at`. The response head and the chunk-size lines go
-    /// through the parser as fields it ignores: a line with no colon, then a blank line that
-    /// ends no event, so only the `data:` events become chunks.
+    /// Feed one read's bytes, stamped `at`. The response head and the chunked framing go
+    /// through the parser too, as lines it ignores (a status line or chunk size without a
+    /// colon, header lines as unknown fields, blank lines that end no event), so only the
+    /// `data:` events become chunks; the framing costs a little more parse than the recorder,
+    /// which strips it first, pays.
     pub fn feed(&mut self, bytes: &[u8], at: u64) {
         let Parse {
             parser,
