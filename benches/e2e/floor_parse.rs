@@ -43,15 +43,7 @@ impl Parse {
         *reads += 1;
         // An oversize line cannot come from the simulator; the floor does not handle it.
         let _ = parser.feed(bytes, |event| {
-            let mut chunk = ChunkRecord {
-                arrival_ns: at,
-                read_index,
-                bytes: event.wire_bytes,
-                channel: Channel::Other,
-                text_len: 0,
-                tokens: None,
-                text: None,
-            };
+            let mut chunk = ChunkRecord::unclassified(at, read_index, event.wire_bytes);
             if let Ok(c) = classify_event(event.data, event.event_type, sink) {
                 chunk.channel = c.channel;
                 chunk.text_len = c.text_len;

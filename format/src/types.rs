@@ -260,6 +260,21 @@ pub struct ChunkRecord {
 }
 
 impl ChunkRecord {
+    /// An event of `bytes` on the wire, completed by read `read_index` at `arrival_ns`, before
+    /// classification: channel `Other`, no text, no tokens.
+    #[inline]
+    pub fn unclassified(arrival_ns: u64, read_index: u32, bytes: u32) -> ChunkRecord {
+        ChunkRecord {
+            arrival_ns,
+            read_index,
+            bytes,
+            channel: Channel::Other,
+            text_len: 0,
+            tokens: None,
+            text: None,
+        }
+    }
+
     /// Whether the chunk carried output: non-empty reasoning, content or tool-call text.
     pub fn is_output(&self) -> bool {
         self.channel.is_output_text(self.text_len)

@@ -46,15 +46,7 @@ impl StreamState {
         parser.feed(data, |event| {
             // Every event becomes one chunk, so this one's number is the count so far plus one.
             let event_number = record.chunks.len() + 1;
-            let mut chunk = ChunkRecord {
-                arrival_ns,
-                read_index,
-                bytes: event.wire_bytes,
-                channel: Channel::Other,
-                text_len: 0,
-                tokens: None,
-                text: None,
-            };
+            let mut chunk = ChunkRecord::unclassified(arrival_ns, read_index, event.wire_bytes);
             if ctx.capture == Capture::Raw {
                 chunk.text = Some(String::from_utf8_lossy(event.data).into_owned());
             }
