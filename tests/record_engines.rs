@@ -331,8 +331,9 @@ fn a_run_of_no_requests_quotes_no_cost_per_chunk() {
 #[test]
 fn connections_a_server_closes_after_each_response_are_not_reused() {
     // hyper's client learns of the close from a read on the connection after the response,
-    // which on a busy host can come after a few more reuses; the own client peeks at the
-    // idle connection before every reuse.
+    // which on a busy host can come after a few more reuses, or as a reset when the next
+    // request reached the server before its close; the own client peeks at the idle
+    // connection before every reuse.
     for (client, most) in [("hyper", 6), ("own", 2)] {
         // Closes 1 ms after each response, as llama.cpp's server does after every stream.
         let url = serve(Behaviour {

@@ -140,6 +140,18 @@ impl CloseWatch {
         self.0.store(true, Ordering::Relaxed);
     }
 
+    /// Notes a reset on a connection. A server that closes right after its response resets
+    /// the connection instead when the next request's bytes reached it before its close (a
+    /// close with unread bytes sends RST, not FIN), so the client never reads the end of
+    /// stream: a request written within [`CLOSE_AFTER_RESPONSE_NS`] of the previous response
+    /// and reset before any answer is the same close.
+    fn reset(&self, clock: &ReadClock) {
+        let (read, write) = (clock.last_read_ns(), clock.last_write_ns());
+        if clock.silent_since_write() && write - read < CLOSE_AFTER_RESPONSE_NS {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+
     /// Notes an end of stream on a connection whose last read was `last_read_ns`.
     fn eof(&self, last_read_ns: u64) {
         if last_read_ns != 0 && mono_now_ns().saturating_sub(last_read_ns) < CLOSE_AFTER_RESPONSE_NS
@@ -225,7 +237,12 @@ impl AsyncRead for TimedTcp {
                 }
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => guard.clear_ready(),
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
-                Err(err) => return Poll::Ready(Err(err)),
+                Err(err) => {
+                    if err.kind() == io::ErrorKind::ConnectionReset {
+                        this.closes.reset(&this.clock);
+                    }
+                    return Poll::Ready(Err(err));
+                }
             }
         }
     }
@@ -502,6 +519,47 @@ mod tests {
         server.write_all(b"again").await.unwrap();
         timed.read_exact(&mut buf[..5]).await.unwrap();
         assert!(!clock.silent_since_write());
+    }
+
+    /// A server that closes right after its response, when the next request reached it
+    /// first, resets the connection: that marks the close watch as an end of stream would.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_reset_of_the_next_request_right_after_a_response_counts_as_a_close() {
+        let (mut timed, mut server) = timed_pair().await;
+        let closes = timed.closes.clone();
+        let mut buf = [0u8; 16];
+        timed.write_all(b"one").await.unwrap();
+        server.read_exact(&mut buf[..3]).await.unwrap();
+        server.write_all(b"answer").await.unwrap();
+        timed.read_exact(&mut buf[..6]).await.unwrap();
+        // The next request arrives before the server closes: its close sends RST.
+        timed.write_all(b"two").await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        drop(server);
+        let read = tokio::time::timeout(std::time::Duration::from_secs(5), timed.read(&mut buf));
+        let err = read.await.expect("no reset within 5 s").unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::ConnectionReset);
+        assert!(closes.closed_after_response());
+    }
+
+    /// A reset in the middle of an answer (a server that crashed) is not a close after a
+    /// response.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_reset_after_answer_bytes_is_not_a_close_after_a_response() {
+        let (mut timed, server) = timed_pair().await;
+        let closes = timed.closes.clone();
+        let mut server = server.into_std().unwrap();
+        let mut buf = [0u8; 16];
+        timed.write_all(b"one").await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        std::io::Write::write_all(&mut server, b"part").unwrap();
+        timed.read_exact(&mut buf[..4]).await.unwrap();
+        // Closing with the request unread resets the connection.
+        drop(server);
+        let read = tokio::time::timeout(std::time::Duration::from_secs(5), timed.read(&mut buf));
+        let err = read.await.expect("no reset within 5 s").unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::ConnectionReset);
+        assert!(!closes.closed_after_response());
     }
 
     #[test]
