@@ -10,7 +10,7 @@
 
 use crate::block::{BlockRequest, CheckpointSection, DecodedBlock};
 use crate::chunk_columns::{read_chunk_columns, ByteReader};
-use crate::packed::{PackedChunks, PackedRecord};
+use crate::packed::PackedRecord;
 use crate::types::{Channel, Outcome, Phase, RequestMeta, Usage};
 use bincode::config::{self, Configuration};
 use bincode::{Decode, Encode};
@@ -198,7 +198,7 @@ where
         let mut prev_arrival = r.meta.send_ns;
         let mut prev_read = 0u32;
         let chunks = &r.chunks;
-        for (&at, &index) in chunks.arrival_ns().iter().zip(chunks.read_index()) {
+        for (at, index) in chunks.arrival_ns().zip(chunks.read_index()) {
             arrival.push(delta(prev_arrival, at));
             read.push(index.wrapping_sub(prev_read));
             prev_arrival = at;
@@ -207,26 +207,21 @@ where
     }
     put(out, &arrival)?;
     put(out, &read)?;
-    let concat = |field: fn(&PackedChunks) -> &[u32]| -> Vec<u32> {
-        requests
-            .iter()
-            .flat_map(|r| field(&r.chunks))
-            .copied()
-            .collect()
-    };
     let each = || {
         requests
             .iter()
             .flat_map(|r| (0..r.chunks.len()).map(move |i| (&r.chunks, i)))
     };
-    put(out, &concat(PackedChunks::bytes))?;
+    let bytes: Vec<u32> = requests.iter().flat_map(|r| r.chunks.bytes()).collect();
+    put(out, &bytes)?;
     put(
         out,
         &each()
             .map(|(c, i)| c.channel(i).map_or(Channel::Other as u8, |ch| ch as u8))
             .collect::<Vec<u8>>(),
     )?;
-    put(out, &concat(PackedChunks::text_len))?;
+    let text_len: Vec<u32> = requests.iter().flat_map(|r| r.chunks.text_len()).collect();
+    put(out, &text_len)?;
     put(
         out,
         &each()

@@ -16,6 +16,7 @@ pub mod imported;
 pub mod integrity;
 mod locate;
 pub mod merge;
+mod narrow;
 pub mod packed;
 mod payload;
 pub mod reader;

@@ -1,11 +1,14 @@
-//! Chunks as a writer holds them before they are encoded: one column per field and 25 bytes per
-//! chunk, against 56 for a [`ChunkRecord`] (whose text field alone is 24 bytes, and `None` for
-//! every chunk of a run that captures no text).
+//! Chunks as a writer holds them before they are encoded: one column per field, each in the
+//! width almost every value fits (`crate::narrow`), 12 bytes per chunk against 56 for a
+//! [`ChunkRecord`] (whose text field alone is 24 bytes, and `None` for every chunk of a run that
+//! captures no text).
 //!
 //! A recorder keeps every chunk of every response in flight until the response ends, and the
 //! writer keeps finished responses until their block is written, so this size, times the
-//! chunks of every open stream, is most of a recorder's memory (docs/PERFORMANCE.md, "Memory").
+//! chunks of every open stream, is most of a recorder's memory (docs/PERFORMANCE.md, "The
+//! recorder's own read path against its targets").
 
+use crate::narrow::{Narrow, Times};
 use crate::types::{Channel, ChunkRecord, RequestMeta, RequestRecord};
 
 /// Bit of a packed channel byte that says the chunk's token count is known.
@@ -15,12 +18,12 @@ const HAS_TOKENS: u8 = 0x80;
 /// their chunks are, whether or not a text column of only `None` was allocated.
 #[derive(Debug, Clone, Default)]
 pub struct PackedChunks {
-    arrival_ns: Vec<u64>,
-    read_index: Vec<u32>,
-    bytes: Vec<u32>,
-    text_len: Vec<u32>,
+    arrival_ns: Times,
+    read_index: Narrow<u16>,
+    bytes: Narrow<u16>,
+    text_len: Narrow<u16>,
     /// The token count where known (its presence is the channel byte's [`HAS_TOKENS`] bit).
-    tokens: Vec<u32>,
+    tokens: Narrow<u8>,
     /// `Channel as u8`, with [`HAS_TOKENS`].
     channel: Vec<u8>,
     /// Each chunk's text, or empty while no chunk has had any (a run capturing nothing never
@@ -32,11 +35,11 @@ impl PackedChunks {
     /// Room for `capacity` chunks without reallocating (the text column is not reserved).
     pub fn with_capacity(capacity: usize) -> PackedChunks {
         PackedChunks {
-            arrival_ns: Vec::with_capacity(capacity),
-            read_index: Vec::with_capacity(capacity),
-            bytes: Vec::with_capacity(capacity),
-            text_len: Vec::with_capacity(capacity),
-            tokens: Vec::with_capacity(capacity),
+            arrival_ns: Times::with_capacity(capacity),
+            read_index: Narrow::with_capacity(capacity),
+            bytes: Narrow::with_capacity(capacity),
+            text_len: Narrow::with_capacity(capacity),
+            tokens: Narrow::with_capacity(capacity),
             channel: Vec::with_capacity(capacity),
             text: Vec::new(),
         }
@@ -44,12 +47,12 @@ impl PackedChunks {
 
     /// Number of chunks.
     pub fn len(&self) -> usize {
-        self.arrival_ns.len()
+        self.channel.len()
     }
 
     /// True when there are no chunks.
     pub fn is_empty(&self) -> bool {
-        self.arrival_ns.is_empty()
+        self.channel.is_empty()
     }
 
     /// Appends one chunk.
@@ -91,52 +94,48 @@ impl PackedChunks {
     pub fn copy_from(&self, from: usize) -> PackedChunks {
         let from = from.min(self.len());
         PackedChunks {
-            arrival_ns: self.arrival_ns[from..].to_vec(),
-            read_index: self.read_index[from..].to_vec(),
-            bytes: self.bytes[from..].to_vec(),
-            text_len: self.text_len[from..].to_vec(),
-            tokens: self.tokens[from..].to_vec(),
+            arrival_ns: self.arrival_ns.copy_from(from),
+            read_index: self.read_index.copy_from(from),
+            bytes: self.bytes.copy_from(from),
+            text_len: self.text_len.copy_from(from),
+            tokens: self.tokens.copy_from(from),
             channel: self.channel[from..].to_vec(),
             text: self.text.get(from..).map(<[_]>::to_vec).unwrap_or_default(),
         }
     }
 
-    /// Every chunk's arrival time (see [`ChunkRecord::arrival_ns`]).
-    pub fn arrival_ns(&self) -> &[u64] {
-        &self.arrival_ns
+    /// Every chunk's arrival time, in order (see [`ChunkRecord::arrival_ns`]).
+    pub fn arrival_ns(&self) -> impl Iterator<Item = u64> + '_ {
+        self.arrival_ns.iter()
     }
 
-    /// Every chunk's read index (see [`ChunkRecord::read_index`]).
-    pub fn read_index(&self) -> &[u32] {
-        &self.read_index
+    /// Every chunk's read index, in order (see [`ChunkRecord::read_index`]).
+    pub fn read_index(&self) -> impl Iterator<Item = u32> + '_ {
+        self.read_index.iter()
     }
 
-    /// Every chunk's size on the wire (see [`ChunkRecord::bytes`]).
-    pub fn bytes(&self) -> &[u32] {
-        &self.bytes
+    /// Every chunk's size on the wire, in order (see [`ChunkRecord::bytes`]).
+    pub fn bytes(&self) -> impl Iterator<Item = u32> + '_ {
+        self.bytes.iter()
     }
 
-    /// Every chunk's text length (see [`ChunkRecord::text_len`]).
-    pub fn text_len(&self) -> &[u32] {
-        &self.text_len
+    /// Every chunk's text length, in order (see [`ChunkRecord::text_len`]).
+    pub fn text_len(&self) -> impl Iterator<Item = u32> + '_ {
+        self.text_len.iter()
     }
 
     /// Chunk `i`'s channel (None past the end).
     pub fn channel(&self, i: usize) -> Option<Channel> {
-        let code = self.channel.get(i)? & !HAS_TOKENS;
-        // Every code was written by `push` from a `Channel`, so the fallback is never taken.
-        Some(
-            Channel::ALL
-                .get(usize::from(code))
-                .copied()
-                .unwrap_or(Channel::Other),
-        )
+        self.channel.get(i).map(|&code| channel_of(code))
     }
 
     /// Chunk `i`'s token count where known (None also past the end).
     pub fn tokens(&self, i: usize) -> Option<u32> {
         let flags = self.channel.get(i)?;
-        (flags & HAS_TOKENS != 0).then(|| self.tokens[i])
+        if flags & HAS_TOKENS == 0 {
+            return None;
+        }
+        self.tokens.get(i)
     }
 
     /// Chunk `i`'s text, if it has any.
@@ -147,25 +146,52 @@ impl PackedChunks {
     /// Chunk `i` as a [`ChunkRecord`] (None past the end).
     pub fn get(&self, i: usize) -> Option<ChunkRecord> {
         Some(ChunkRecord {
-            arrival_ns: *self.arrival_ns.get(i)?,
-            read_index: self.read_index[i],
-            bytes: self.bytes[i],
+            arrival_ns: self.arrival_ns.get(i)?,
+            read_index: self.read_index.get(i)?,
+            bytes: self.bytes.get(i)?,
             channel: self.channel(i)?,
-            text_len: self.text_len[i],
+            text_len: self.text_len.get(i)?,
             tokens: self.tokens(i),
             text: self.text(i).map(str::to_string),
         })
     }
 
-    /// Every chunk as a [`ChunkRecord`], in order (`get` is Some for every index below `len`).
+    /// Every chunk as a [`ChunkRecord`], in order: one pass down the columns.
     pub fn iter(&self) -> impl Iterator<Item = ChunkRecord> + '_ {
-        (0..self.len()).filter_map(|i| self.get(i))
+        let fixed = self
+            .arrival_ns
+            .iter()
+            .zip(self.read_index.iter())
+            .zip(self.bytes.iter())
+            .zip(self.text_len.iter())
+            .zip(self.tokens.iter())
+            .zip(&self.channel);
+        fixed.enumerate().map(
+            |(i, (((((arrival_ns, read_index), bytes), text_len), tokens), &code))| ChunkRecord {
+                arrival_ns,
+                read_index,
+                bytes,
+                channel: channel_of(code),
+                text_len,
+                tokens: (code & HAS_TOKENS != 0).then_some(tokens),
+                text: self.text(i).map(str::to_string),
+            },
+        )
     }
 
     /// Bytes of text held (captured text or raw payloads).
     pub fn text_bytes(&self) -> usize {
         self.text.iter().flatten().map(String::len).sum()
     }
+}
+
+/// The channel of a packed channel byte.
+fn channel_of(code: u8) -> Channel {
+    // Every code was written by `push` from a `Channel`, so the fallback is never taken.
+    Channel::ALL
+        .get(usize::from(code & !HAS_TOKENS))
+        .copied()
+        .unwrap_or(Channel::Other)
 }
 
 impl PartialEq for PackedChunks {
@@ -219,12 +245,14 @@ impl PackedRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn chunk(i: u32, tokens: Option<u32>, text: Option<&str>) -> ChunkRecord {
+        // Some values past each column's narrow width, and arrivals whose high 32 bits change.
         ChunkRecord {
-            arrival_ns: 1_000 + u64::from(i) * 7,
-            read_index: i / 2,
-            bytes: 40 + i,
+            arrival_ns: 1_000 + u64::from(i) * 7 + (u64::from(i / 5) << 32),
+            read_index: i / 2 + if i > 20 { 70_000 } else { 0 },
+            bytes: if i % 7 == 0 { 70_000 + i } else { 40 + i },
             channel: Channel::ALL[i as usize % Channel::ALL.len()],
             text_len: i % 5,
             tokens,
@@ -256,6 +284,50 @@ mod tests {
         assert_eq!(packed.iter().collect::<Vec<_>>(), chunks);
         assert_eq!(packed.get(chunks.len()), None);
         assert_eq!(packed.text_bytes(), 5 * "héllo".len());
+    }
+
+    fn any_u32() -> impl Strategy<Value = u32> {
+        prop_oneof![0..300u32, 65_530..65_540u32, any::<u32>()]
+    }
+
+    fn any_chunk() -> impl Strategy<Value = ChunkRecord> {
+        let arrival = prop_oneof![0..10_000_000_000u64, any::<u64>()];
+        let channel = (0..Channel::ALL.len()).prop_map(|i| Channel::ALL[i]);
+        let text = proptest::option::weighted(0.1, "[a-z]{0,3}");
+        (arrival, any_u32(), any_u32(), channel, any_u32())
+            .prop_flat_map(move |fields| {
+                (Just(fields), proptest::option::of(any_u32()), text.clone())
+            })
+            .prop_map(
+                |((arrival_ns, read_index, bytes, channel, text_len), tokens, text)| ChunkRecord {
+                    arrival_ns,
+                    read_index,
+                    bytes,
+                    channel,
+                    text_len,
+                    tokens,
+                    text,
+                },
+            )
+    }
+
+    proptest! {
+        /// Whatever the values, each chunk comes back by index and in order, and a tail
+        /// copied at any split and appended to the head gives the whole list.
+        #[test]
+        fn any_chunks_come_back(
+            chunks in proptest::collection::vec(any_chunk(), 0..40),
+            split in 0..45usize,
+        ) {
+            let packed: PackedChunks = chunks.iter().cloned().collect();
+            prop_assert_eq!(packed.iter().collect::<Vec<_>>(), chunks.clone());
+            let indexed: Vec<_> = (0..chunks.len()).filter_map(|i| packed.get(i)).collect();
+            prop_assert_eq!(&indexed, &chunks);
+            let mut head: PackedChunks = chunks.iter().take(split).cloned().collect();
+            let mut tail = packed.copy_from(split);
+            head.append(&mut tail);
+            prop_assert_eq!(head.iter().collect::<Vec<_>>(), chunks);
+        }
     }
 
     /// A run capturing no text never allocates the text column.

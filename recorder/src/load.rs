@@ -188,7 +188,7 @@ async fn run_one(shared: Arc<LoadShared>, spec: RequestSpec) {
         .chunks
         .read_index()
         .last()
-        .map_or(0, |&read| u64::from(read) + 1);
+        .map_or(0, |read| u64::from(read) + 1);
     stats.reads.fetch_add(reads, Ordering::Relaxed);
     shared.outcomes[record.meta.outcome as usize].fetch_add(1, Ordering::Relaxed);
     if record.meta.outcome == Outcome::Ok {
