@@ -252,7 +252,11 @@ mod tests {
         ChunkRecord {
             arrival_ns: 1_000 + u64::from(i) * 7 + (u64::from(i / 5) << 32),
             read_index: i / 2 + if i > 20 { 70_000 } else { 0 },
-            bytes: if i % 7 == 0 { 70_000 + i } else { 40 + i },
+            bytes: if i.is_multiple_of(7) {
+                70_000 + i
+            } else {
+                40 + i
+            },
             channel: Channel::ALL[i as usize % Channel::ALL.len()],
             text_len: i % 5,
             tokens,
