@@ -11,6 +11,7 @@ use common::recording::{self, record_child, record_ok, sim, wait_bounded};
 use common::{records_of, tokentrace};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::RwLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokentrace_format::{Outcome, RequestRecord, TraceReader};
 use tokentrace_sim::SimConfig;
@@ -113,8 +114,45 @@ fn steady_sim() -> tokentrace_sim::SimHandle {
     })
 }
 
+/// Held for writing by the test that compares two recordings' latencies, and for reading by
+/// the other tests that start recorders: their processes would slow one recording of that
+/// pair and not the other.
+static MEASURING: RwLock<()> = RwLock::new(());
+
+/// Records `plan` as `n` shards into `dir`, merges them into `dir/run.ttrace`, then records it
+/// in one process into `dir/single.ttrace`; returns the shards, the merged and the single trace.
+fn record_sharded_and_single(
+    url: &str,
+    dir: &Path,
+    n: u32,
+    plan: &[&str],
+) -> (Vec<PathBuf>, PathBuf, PathBuf) {
+    std::fs::create_dir_all(dir).unwrap();
+    let shards = record_shards(url, dir, n, plan);
+    let merged = dir.join("run.ttrace");
+    let (code, stderr) = merge(&shards, &merged, n);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains(&format!("{n} of {n} shards")), "{stderr}");
+    let single = dir.join("single.ttrace");
+    record_ok(url, &single, plan);
+    (shards, merged, single)
+}
+
+/// The metrics `diff` calls beyond its noise between `a` and `b` (asserting it compared the four).
+fn metrics_beyond_noise(a: &Path, b: &Path) -> Vec<serde_json::Value> {
+    let diff = diff_json(a, b);
+    let changes = diff["metrics"].as_array().unwrap();
+    assert_eq!(changes.len(), 4, "ttft, tpot, itl, e2el: {diff:#}");
+    changes
+        .iter()
+        .filter(|c| c["beyond_noise"] != false)
+        .cloned()
+        .collect()
+}
+
 #[test]
 fn open_loop_shards_record_exactly_the_single_process_schedule() {
+    let _alone = MEASURING.write().unwrap_or_else(|e| e.into_inner());
     let sim = steady_sim();
     let url = sim.base_url();
     let dir = tempfile::tempdir().unwrap();
@@ -132,9 +170,7 @@ fn open_loop_shards_record_exactly_the_single_process_schedule() {
         "--input-tokens",
         "32",
     ];
-    let shards = record_shards(&url, dir.path(), 4, &plan);
-    let single = dir.path().join("single.ttrace");
-    record_ok(&url, &single, &plan);
+    let (shards, merged, single) = record_sharded_and_single(&url, dir.path(), 4, &plan);
 
     // Each shard holds the plan's requests k with k mod 4 = its index, and says so.
     for (i, path) in shards.iter().enumerate() {
@@ -145,10 +181,6 @@ fn open_loop_shards_record_exactly_the_single_process_schedule() {
         assert_eq!(records.len(), 12);
         assert!(records.iter().all(|r| r.meta.id % 4 == i as u64));
     }
-    let merged = dir.path().join("run.ttrace");
-    let (code, stderr) = merge(&shards, &merged, 4);
-    assert_eq!(code, 0, "{stderr}");
-    assert!(stderr.contains("4 of 4 shards"), "{stderr}");
     let (reader, records) = records_of(&merged);
     let ids: Vec<u64> = records.iter().map(|r| r.meta.id).collect();
     assert_eq!(
@@ -168,13 +200,25 @@ fn open_loop_shards_record_exactly_the_single_process_schedule() {
     let prompt = |rs: &[RequestRecord]| rs.iter().map(|r| r.meta.prompt_hash).collect::<Vec<_>>();
     assert_eq!(prompt(&records), prompt(&single_records));
 
-    // Its metrics agree with the single-process run within diff's bootstrap noise.
-    let diff = diff_json(&single, &merged);
-    let changes = diff["metrics"].as_array().unwrap();
-    assert_eq!(changes.len(), 4, "ttft, tpot, itl, e2el: {diff:#}");
-    for change in changes {
-        assert_eq!(change["beyond_noise"], false, "{change:#}");
+    // Its metrics agree with the single-process run within diff's bootstrap noise. The two
+    // recordings run one after the other on a shared host, whose other work can slow one and
+    // not the other (seen: the simulator's first token 5.4 ms late in one, 9.2 ms in the
+    // next), so a pair that differs is recorded again, up to three pairs. Sharding that moved
+    // a metric would move it in every pair.
+    let mut moved = metrics_beyond_noise(&single, &merged);
+    for again in 1..3 {
+        if moved.is_empty() {
+            break;
+        }
+        eprintln!("pair {again} differed beyond noise, recording again: {moved:#?}");
+        let dir = dir.path().join(format!("again-{again}"));
+        let (_, merged, single) = record_sharded_and_single(&url, &dir, 4, &plan);
+        moved = metrics_beyond_noise(&single, &merged);
     }
+    assert!(
+        moved.is_empty(),
+        "three pairs differed beyond noise; the last: {moved:#?}"
+    );
     // `analyze` of the shard set is `analyze` of the merged trace.
     let analyze = |paths: &[PathBuf]| {
         common::json_of(tokentrace().arg("analyze").args(paths).args([
@@ -206,6 +250,7 @@ fn open_loop_shards_record_exactly_the_single_process_schedule() {
 
 #[test]
 fn closed_loop_shards_split_streams_and_requests_and_never_share_a_prompt() {
+    let _beside = MEASURING.read().unwrap_or_else(|e| e.into_inner());
     let sim = steady_sim();
     let dir = tempfile::tempdir().unwrap();
     let plan = [
@@ -255,6 +300,7 @@ fn closed_loop_shards_split_streams_and_requests_and_never_share_a_prompt() {
 
 #[test]
 fn a_killed_shard_is_named_and_its_started_requests_are_kept() {
+    let _beside = MEASURING.read().unwrap_or_else(|e| e.into_inner());
     // Long streams: 500 tokens at 10 ms, so shard 2 is mid-stream when it is killed.
     let sim = sim(SimConfig {
         step_base_ms: 10.0,
