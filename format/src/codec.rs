@@ -13,6 +13,9 @@ use crate::chunk_columns::{read_chunk_columns, ByteReader};
 use crate::packed::PackedRecord;
 use crate::types::{Channel, Outcome, Phase, RequestMeta, Usage};
 use bincode::config::{self, Configuration};
+use bincode::enc::write::Writer;
+use bincode::enc::EncoderImpl;
+use bincode::error::EncodeError;
 use bincode::{Decode, Encode};
 
 /// Upper bound on the memory bincode may claim while decoding one column; protects against a
@@ -41,6 +44,39 @@ fn put<T: Encode>(out: &mut Vec<u8>, value: &T) -> Result<(), String> {
     bincode::encode_into_std_write(value, out, encode_config())
         .map(|_| ())
         .map_err(|e| e.to_string())
+}
+
+/// `items` (exactly `len` of them) as `put` encodes them gathered in a `Vec`: the count as a
+/// varint, then each element (bincode frames a sequence no other way), without the `Vec`.
+fn put_seq<T: Encode>(
+    out: &mut Vec<u8>,
+    len: usize,
+    items: impl Iterator<Item = T>,
+) -> Result<(), String> {
+    let mut encoder = EncoderImpl::new(VecOut(out), encode_config());
+    (len as u64)
+        .encode(&mut encoder)
+        .map_err(|e| e.to_string())?;
+    let mut written = 0usize;
+    for item in items {
+        item.encode(&mut encoder).map_err(|e| e.to_string())?;
+        written += 1;
+    }
+    if written != len {
+        return Err(format!("a column of {len} entries yielded {written}"));
+    }
+    Ok(())
+}
+
+/// bincode's writer over the payload being built.
+struct VecOut<'a>(&'a mut Vec<u8>);
+
+impl Writer for VecOut<'_> {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) -> Result<(), EncodeError> {
+        self.0.extend_from_slice(bytes);
+        Ok(())
+    }
 }
 
 /// Reads columns one after another from a block payload.
@@ -192,48 +228,47 @@ where
     let counts: Vec<u64> = requests.iter().map(|r| r.chunks.len() as u64).collect();
     put(out, &counts)?;
 
-    let mut arrival = Vec::with_capacity(m);
-    let mut read = Vec::with_capacity(m);
-    for r in &requests {
-        let mut prev_arrival = r.meta.send_ns;
-        let mut prev_read = 0u32;
-        let chunks = &r.chunks;
-        for (at, index) in chunks.arrival_ns().zip(chunks.read_index()) {
-            arrival.push(delta(prev_arrival, at));
-            read.push(index.wrapping_sub(prev_read));
-            prev_arrival = at;
-            prev_read = index;
-        }
-    }
-    put(out, &arrival)?;
-    put(out, &read)?;
+    // The chunk columns are encoded straight from the packed records: a column collected
+    // first would cost up to 16 bytes a chunk (the text column) on top of the payload, and a
+    // checkpoint block holds the tails of every stream in flight.
+    put_seq(
+        out,
+        m,
+        requests.iter().flat_map(|r| {
+            let mut prev = r.meta.send_ns;
+            r.chunks.arrival_ns().map(move |at| {
+                let d = delta(prev, at);
+                prev = at;
+                d
+            })
+        }),
+    )?;
+    put_seq(
+        out,
+        m,
+        requests.iter().flat_map(|r| {
+            let mut prev = 0u32;
+            r.chunks.read_index().map(move |index| {
+                let d = index.wrapping_sub(prev);
+                prev = index;
+                d
+            })
+        }),
+    )?;
     let each = || {
         requests
             .iter()
             .flat_map(|r| (0..r.chunks.len()).map(move |i| (&r.chunks, i)))
     };
-    let bytes: Vec<u32> = requests.iter().flat_map(|r| r.chunks.bytes()).collect();
-    put(out, &bytes)?;
-    put(
+    put_seq(out, m, requests.iter().flat_map(|r| r.chunks.bytes()))?;
+    put_seq(
         out,
-        &each()
-            .map(|(c, i)| c.channel(i).map_or(Channel::Other as u8, |ch| ch as u8))
-            .collect::<Vec<u8>>(),
+        m,
+        each().map(|(c, i)| c.channel(i).map_or(Channel::Other as u8, |ch| ch as u8)),
     )?;
-    let text_len: Vec<u32> = requests.iter().flat_map(|r| r.chunks.text_len()).collect();
-    put(out, &text_len)?;
-    put(
-        out,
-        &each()
-            .map(|(c, i)| c.tokens(i))
-            .collect::<Vec<Option<u32>>>(),
-    )?;
-    put(
-        out,
-        &each()
-            .map(|(c, i)| c.text(i))
-            .collect::<Vec<Option<&str>>>(),
-    )?;
+    put_seq(out, m, requests.iter().flat_map(|r| r.chunks.text_len()))?;
+    put_seq(out, m, each().map(|(c, i)| c.tokens(i)))?;
+    put_seq(out, m, each().map(|(c, i)| c.text(i)))?;
     // Minor 1 appends columns after the chunk columns, where a 1.0 reader stops reading.
     column(out, &metas, |m| m.retries)?;
     // Minor 2: the outcome a 1.1 reader cannot name, where column 9 holds its nearest class.

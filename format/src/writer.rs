@@ -67,10 +67,13 @@ pub struct WriterStats {
     pub backpressure_events: u64,
 }
 
+/// What the channel carries. The records are boxed: the channel allocates all of its slots up
+/// front, and an inline record (a few hundred bytes) in each of 4,096 slots would be 2 MB held
+/// for the whole run, against one allocation per request.
 enum Message {
-    Record(PackedRecord),
-    Checkpoint(HeldCheckpoint),
-    Finish(RunEnd),
+    Record(Box<PackedRecord>),
+    Checkpoint(Box<HeldCheckpoint>),
+    Finish(Box<RunEnd>),
 }
 
 /// A checkpoint as the writer holds it: the request as of then, with the chunks since its
@@ -108,7 +111,7 @@ impl RecordSender {
     /// one). When the channel is full, counts one back-pressure event, then blocks until there
     /// is room. Fails if the writer has failed (the error says why) or finished.
     pub fn send(&self, record: impl Into<PackedRecord>) -> Result<(), FormatError> {
-        match self.tx.try_send(Message::Record(record.into())) {
+        match self.tx.try_send(Message::Record(Box::new(record.into()))) {
             Ok(()) => Ok(()),
             Err(TrySendError::Full(message)) => {
                 self.shared.backpressure.fetch_add(1, Ordering::Relaxed);
@@ -131,7 +134,9 @@ impl RecordSender {
             record: record.into(),
             chunk_offset,
         };
-        self.tx.try_send(Message::Checkpoint(held)).is_ok()
+        self.tx
+            .try_send(Message::Checkpoint(Box::new(held)))
+            .is_ok()
     }
 
     /// Back-pressure events counted so far (by every clone of this sender).
@@ -234,7 +239,7 @@ impl TraceWriter {
     /// the thread. Call it after every sender is done: records queued behind it are not written.
     pub fn finish(mut self, end: RunEnd) -> Result<WriterStats, FormatError> {
         // If the thread already failed, the send fails and joining yields the real error.
-        let _ = self.sender.tx.send(Message::Finish(end));
+        let _ = self.sender.tx.send(Message::Finish(Box::new(end)));
         let thread = self.thread.take().ok_or(FormatError::WriterClosed)?;
         let mut stats = thread
             .join()
@@ -353,7 +358,7 @@ impl WriterState {
                     {
                         self.flush(&mut pending)?;
                     }
-                    pending.add_record(record);
+                    pending.add_record(*record);
                 }
                 Ok(Message::Checkpoint(checkpoint)) => {
                     self.open.insert(checkpoint.record.meta.id);
@@ -363,7 +368,7 @@ impl WriterState {
                     {
                         self.flush(&mut pending)?;
                     }
-                    pending.add_checkpoint(checkpoint);
+                    pending.add_checkpoint(*checkpoint);
                 }
                 Ok(Message::Finish(mut end)) => {
                     self.flush(&mut pending)?;
@@ -479,5 +484,16 @@ impl WriterState {
                 Err(FormatError::io("writing", &self.path, err))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Message;
+
+    #[test]
+    fn a_channel_slot_holds_a_pointer_not_a_record() {
+        // The channel allocates every slot up front: 4,096 of them by default.
+        assert!(std::mem::size_of::<Message>() <= 16);
     }
 }
