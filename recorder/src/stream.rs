@@ -118,9 +118,11 @@ pub async fn execute(
 ) -> PackedRecord {
     let mut state = StreamState::new(ctx, &spec);
     let finished = {
-        let drive = async {
+        let state = &mut state;
+        let drive = async move {
             match ctx.own.as_deref() {
-                Some(pool) => state.drive_own(ctx, pool, &spec).await,
+                // The spec goes in whole: its body is freed once the request bytes are built.
+                Some(pool) => state.drive_own(ctx, pool, spec).await,
                 // Boxed: hyper's request futures would otherwise size every task's future
                 // (each stream's task holds one) for the path the default client does not take.
                 None => Box::pin(state.drive(ctx, &spec)).await,

@@ -13,7 +13,7 @@ use std::io;
 use tokentrace_format::request_id::write_uuid;
 use tokentrace_format::Outcome;
 use tokentrace_sse::parser::SseError;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::time::Instant;
 
 /// Why an exchange stopped before its body.
@@ -23,6 +23,16 @@ enum Broken {
     BeforeAnswer { error: String, reused: bool },
     /// Anything else: no retry.
     Failed(Outcome, String),
+}
+
+/// What woke a stream waiting for its next read.
+enum Wake<T> {
+    /// The read, and what was made of its bytes.
+    Read(io::Result<T>),
+    /// The request's deadline.
+    Deadline,
+    /// The checkpoint period.
+    Tick,
 }
 
 /// A response head and what came after it in the same read.
@@ -37,7 +47,7 @@ struct Answered {
 
 impl StreamState {
     /// [`StreamState::drive`] over the own client.
-    pub(super) async fn drive_own(&mut self, ctx: &StreamContext, pool: &Pool, spec: &RequestSpec) {
+    pub(super) async fn drive_own(&mut self, ctx: &StreamContext, pool: &Pool, spec: RequestSpec) {
         let start = Instant::now();
         let total_deadline = ctx.timeout.map_or(start + NEVER, |t| start + t);
         let ttft_deadline = ctx.ttft_timeout.map(|t| start + t);
@@ -47,7 +57,9 @@ impl StreamState {
         tokio::pin!(sleep);
         let tick = tokio::time::sleep_until(ctx.next_checkpoint(start));
         tokio::pin!(tick);
-        let request = request_bytes(ctx, pool, spec);
+        let request = request_bytes(ctx, pool, &spec);
+        // The body is in `request` now; a stream holds neither for the rest of its response.
+        drop(spec);
         self.record.meta.send_ns = ctx.now_ns();
         let sent = Instant::now();
         // Boxed, here and for the retry: an exchange future (connect and TLS handshake
@@ -73,11 +85,13 @@ impl StreamState {
             }
             Some(answered) => answered,
         };
+        // Answered, or failed for good: the request is not sent again.
+        drop(request);
         let Answered {
             mut conn,
             head,
             rest,
-            arrival_ns,
+            arrival_ns: head_arrival_ns,
         } = match answered {
             Ok(answered) => answered,
             Err(Broken::BeforeAnswer { error, .. }) => {
@@ -91,7 +105,7 @@ impl StreamState {
                 return;
             }
         };
-        self.record.meta.headers_ns = Some(arrival_ns);
+        self.record.meta.headers_ns = Some(head_arrival_ns);
         self.record.meta.http_status = head.status;
         for name in KEPT_HEADERS {
             if let Some(value) = head.get(name) {
@@ -105,7 +119,7 @@ impl StreamState {
             Ok(framing) => framing,
             Err(error) => {
                 self.fail(Outcome::StreamError, error);
-                self.record.meta.end_ns = arrival_ns;
+                self.record.meta.end_ns = head_arrival_ns;
                 return;
             }
         };
@@ -141,63 +155,73 @@ impl StreamState {
             return;
         }
         let mut draining = false;
-        // The bytes after the head came in the read that completed it (so they fit the buffer):
-        // they are its first body bytes, at its time.
-        let mut len = rest.len().min(conn.buf.len());
-        conn.buf[..len].copy_from_slice(&rest[..len]);
-        // What the rest of the response needs from the head, so neither it nor those bytes stay
-        // allocated in every open stream's task (up to a read buffer's worth each) until the end.
-        drop(rest);
+        // What the rest of the response needs from the head, so it does not stay allocated in
+        // every open stream's task until the end.
         let keeps_alive = head.keeps_alive();
         drop(head);
-        let mut arrival_ns = arrival_ns;
-        let mut unread = true;
+        // The bytes after the head came in the read that completed it: they are its first body
+        // bytes, at its time, fed where they are (and freed) in the first turn of the loop.
+        let mut first = Some(rest);
         loop {
-            if !std::mem::take(&mut unread) {
-                let read = tokio::select! {
-                    biased;
-                    read = conn.io.read(&mut conn.buf[..]) => read,
-                    () = &mut sleep => {
-                        if !self.done {
-                            self.timed_out(ctx, ttft_deadline, total_deadline);
+            let had_output = self.first_output;
+            let (arrival_ns, len, fed) = match first.take() {
+                Some(rest) => (
+                    head_arrival_ns,
+                    rest.len(),
+                    self.feed(ctx, &mut framing, &rest, head_arrival_ns),
+                ),
+                None => {
+                    let wake = tokio::select! {
+                        biased;
+                        read = conn.read_with(|bytes, clock| {
+                            // The kernel's receive time of this read (or, where the kernel gives
+                            // none, the clock read right after it), before anything looks at
+                            // the bytes; no bytes: the server closed.
+                            let at = clock.arrival_ns(ctx.anchor_mono_ns, ctx.now_ns());
+                            let fed = (!bytes.is_empty())
+                                .then(|| self.feed(ctx, &mut framing, bytes, at));
+                            (at, bytes.len(), fed)
+                        }) => Wake::Read(read),
+                        () = &mut sleep => Wake::Deadline,
+                        () = &mut tick, if ctx.checkpoints.is_some() => Wake::Tick,
+                    };
+                    match wake {
+                        Wake::Deadline => {
+                            if !self.done {
+                                self.timed_out(ctx, ttft_deadline, total_deadline);
+                            }
+                            return;
                         }
-                        return;
-                    }
-                    () = &mut tick, if ctx.checkpoints.is_some() => {
-                        self.on_tick(ctx, &mut tick);
-                        continue;
-                    }
-                };
-                // The kernel's receive time of this read (or, where the kernel gives none, the
-                // clock read right after it), before anything looks at the bytes.
-                arrival_ns = conn.clock.arrival_ns(ctx.anchor_mono_ns, ctx.now_ns());
-                match read {
-                    Ok(0) => {
-                        if matches!(framing, Framing::Close) {
-                            return self.end_of_body(arrival_ns);
+                        Wake::Tick => {
+                            self.on_tick(ctx, &mut tick);
+                            continue;
                         }
-                        if !self.done {
-                            self.fail(
-                                Outcome::StreamError,
-                                "connection closed before the end of the body".into(),
-                            );
-                            self.record.meta.end_ns = arrival_ns;
+                        Wake::Read(Err(err)) => {
+                            if !self.done {
+                                self.fail(Outcome::StreamError, format!("reading the body: {err}"));
+                                self.record.meta.end_ns =
+                                    conn.clock.arrival_ns(ctx.anchor_mono_ns, ctx.now_ns());
+                            }
+                            return;
                         }
-                        return;
-                    }
-                    Ok(n) => len = n,
-                    Err(err) => {
-                        if !self.done {
-                            self.fail(Outcome::StreamError, format!("reading the body: {err}"));
-                            self.record.meta.end_ns = arrival_ns;
+                        Wake::Read(Ok((arrival_ns, _, None))) => {
+                            if matches!(framing, Framing::Close) {
+                                return self.end_of_body(arrival_ns);
+                            }
+                            if !self.done {
+                                self.fail(
+                                    Outcome::StreamError,
+                                    "connection closed before the end of the body".into(),
+                                );
+                                self.record.meta.end_ns = arrival_ns;
+                            }
+                            return;
                         }
-                        return;
+                        Wake::Read(Ok((arrival_ns, len, Some(fed)))) => (arrival_ns, len, fed),
                     }
                 }
-            }
-            let bytes = &conn.buf[..len];
-            let had_output = self.first_output;
-            let (decoded, oversize) = match self.feed(ctx, &mut framing, bytes, arrival_ns) {
+            };
+            let (decoded, oversize) = match fed {
                 Ok(fed) => fed,
                 Err(error) => {
                     if !self.done {
@@ -294,12 +318,14 @@ async fn exchange(
         .map_err(|e| before("sending the request", e))?;
     let mut head_bytes: Vec<u8> = Vec::new();
     loop {
-        let n = conn
-            .io
-            .read(&mut conn.buf[..])
+        let (n, arrival_ns) = conn
+            .read_with(|bytes, clock| {
+                let at = clock.arrival_ns(ctx.anchor_mono_ns, ctx.now_ns());
+                head_bytes.extend_from_slice(bytes);
+                (bytes.len(), at)
+            })
             .await
             .map_err(|e| before("reading the response", e))?;
-        let arrival_ns = conn.clock.arrival_ns(ctx.anchor_mono_ns, ctx.now_ns());
         if n == 0 {
             return Err(if head_bytes.is_empty() {
                 before(
@@ -313,7 +339,6 @@ async fn exchange(
                 )
             });
         }
-        head_bytes.extend_from_slice(&conn.buf[..n]);
         // Interim answers (100 Continue, 103 Early Hints) precede the one that counts.
         while let Some(end) = response::head_end(&head_bytes) {
             let head = response::parse_head(&head_bytes[..end])
@@ -356,15 +381,16 @@ async fn error_body(conn: &mut Conn, framing: &mut Framing, rest: &[u8]) -> Stri
         }
     };
     while !done && collected.len() < ERROR_TEXT_LIMIT {
-        match conn.io.read(&mut conn.buf[..]).await {
-            Ok(0) => break,
-            Ok(n) => match take(framing, &conn.buf[..n], &mut collected) {
-                Ok(d) => done = d,
-                Err(e) => {
-                    failure = Some(e);
-                    break;
-                }
-            },
+        let read = conn
+            .read_with(|bytes, _| (!bytes.is_empty()).then(|| take(framing, bytes, &mut collected)))
+            .await;
+        match read {
+            Ok(None) => break,
+            Ok(Some(Ok(d))) => done = d,
+            Ok(Some(Err(e))) => {
+                failure = Some(e);
+                break;
+            }
             Err(e) => {
                 failure = Some(e.to_string());
                 break;

@@ -70,7 +70,8 @@ impl SseParser {
     pub fn new(limit: usize) -> SseParser {
         SseParser {
             partial: Vec::new(),
-            data: Vec::with_capacity(512),
+            // Allocated on first use: an event whole inside one read never needs it.
+            data: Vec::new(),
             event_type: Vec::new(),
             has_data: false,
             wire_bytes: 0,

@@ -13,6 +13,7 @@ use crate::read_clock::{CloseWatch, ReadClock, TimedTcp};
 use hyper::header::HeaderMap;
 use hyper::Uri;
 use rustls::pki_types::ServerName;
+use std::cell::RefCell;
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -26,6 +27,14 @@ use tokio_rustls::TlsConnector;
 
 /// Bytes per socket read: SSE events are small; a larger event spans reads.
 pub const READ_BUF: usize = 4096;
+
+thread_local! {
+    /// The read buffer of every connection this thread reads. A read's bytes are looked at
+    /// within the poll that read them and never kept (the framing and the SSE parser copy what
+    /// they must), so one buffer per thread serves every stream: 4 KiB per thread instead of
+    /// per open connection.
+    static READ_SPACE: RefCell<Box<[u8; READ_BUF]>> = RefCell::new(Box::new([0u8; READ_BUF]));
+}
 
 /// A connection: plain TCP or TLS over it. Either way the TCP stream is a [`TimedTcp`], whose
 /// clock holds the kernel's receive time of the latest read (`SO_TIMESTAMPNS`), as on the
@@ -77,12 +86,10 @@ impl AsyncWrite for Io {
     }
 }
 
-/// A connection with its read buffer, and whether it carried an earlier response.
+/// A connection, its read clock, and whether it carried an earlier response.
 pub struct Conn {
     /// The socket.
     pub io: Io,
-    /// The read buffer, kept with the connection so a request allocates none.
-    pub buf: Box<[u8; READ_BUF]>,
     /// Whether a response was read on it before (a failure before any byte then may be the
     /// server's close of an idle keep-alive connection).
     pub reused: bool,
@@ -91,6 +98,27 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// Reads once, into the thread's read buffer, and returns what `look` makes of the bytes
+    /// (empty: the peer closed) and of this connection's clock, which has stamped the read.
+    /// `look` runs inside the read's poll, before the buffer serves another connection.
+    pub async fn read_with<T>(
+        &mut self,
+        mut look: impl FnMut(&[u8], &ReadClock) -> T,
+    ) -> io::Result<T> {
+        let Conn { io, clock, .. } = self;
+        std::future::poll_fn(|cx| {
+            READ_SPACE.with_borrow_mut(|space| {
+                let mut read = ReadBuf::new(&mut space[..]);
+                match Pin::new(&mut *io).poll_read(cx, &mut read) {
+                    Poll::Ready(Ok(())) => Poll::Ready(Ok(look(read.filled(), clock))),
+                    Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+                    Poll::Pending => Poll::Pending,
+                }
+            })
+        })
+        .await
+    }
+
     /// Whether the server closed (or wrote to) this idle connection: a peek that does not
     /// wait. An idle connection has nothing to say, so bytes mean it cannot be reused either.
     fn peer_closed(&self) -> bool {
@@ -225,7 +253,6 @@ impl Pool {
             };
             Ok(Conn {
                 io,
-                buf: Box::new([0u8; READ_BUF]),
                 reused: false,
                 clock,
             })
