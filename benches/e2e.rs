@@ -11,8 +11,12 @@
 //!  [--waves 2] [--threads 2] [--sim-threads 1] [--no-floor]
 //!  [--floor epoll|epoll-parse|tokio] [--aiperf PATH | --no-aiperf] [--aiperf-timeout 300]
 //!  [--run-timeout SECS] [--keep] [--tls]
-//!  [--pin]
+//!  [--pin] [--bin target/release/tokentrace] [--record-bin PATH]
 //!  [--doc docs/PERFORMANCE.md]`
+//!
+//! `--record-bin` measures a `tokentrace-record` binary (the recorder-only build, which takes
+//! `record`'s flags with no subcommand) in place of `tokentrace record`; the simulator stays
+//! the `--bin` binary.
 //!
 //! A level is streams × step: `--levels 32 --steps 5 --request-ms 640` is 32 streams of
 //! 128 tokens 5 ms apart.
@@ -191,6 +195,8 @@ struct Settings {
     /// The simulator runs on CPU 0 only and each client on CPU 1 only.
     pub pin: bool,
     bin: PathBuf,
+    /// A `tokentrace-record` binary measured instead of `bin record`.
+    record_bin: Option<PathBuf>,
     argv: Vec<String>,
 }
 
@@ -225,6 +231,7 @@ fn settings(args: &[String]) -> Result<Settings, String> {
         tls: false,
         pin: false,
         bin: PathBuf::from("target/release/tokentrace"),
+        record_bin: None,
         argv: Vec::new(),
     };
     let mut i = 0;
@@ -250,6 +257,7 @@ fn settings(args: &[String]) -> Result<Settings, String> {
             "--threads" => s.threads = value()?.parse().map_err(bad)?,
             "--sim-threads" => s.sim_threads = value()?.parse().map_err(bad)?,
             "--bin" => s.bin = PathBuf::from(value()?),
+            "--record-bin" => s.record_bin = Some(PathBuf::from(value()?)),
             "--doc" => s.doc = Some(PathBuf::from(value()?)),
             "--floor" => s.floor_kind = FloorKind::parse(&value()?)?,
             "--aiperf" => s.aiperf = Some(PathBuf::from(value()?)),
@@ -311,6 +319,12 @@ fn bench(args: &[String]) -> io::Result<()> {
         return Err(io::Error::other(format!(
             "{} not found: run `cargo build --release` first (or pass --bin)",
             s.bin.display()
+        )));
+    }
+    if let Some(recorder) = s.record_bin.as_ref().filter(|r| !r.exists()) {
+        return Err(io::Error::other(format!(
+            "{} not found: `cargo build --release --no-default-features --bin tokentrace-record`",
+            recorder.display()
         )));
     }
     let root = PathBuf::from("target/e2e");
@@ -558,9 +572,15 @@ fn run_recorder(
         s.sim_cpu(),
     )?;
     let trace = dir.join("trace.tt");
-    let mut command = Command::new(&s.bin);
+    let mut command = match &s.record_bin {
+        Some(recorder) => Command::new(recorder),
+        None => {
+            let mut command = Command::new(&s.bin);
+            command.arg("record");
+            command
+        }
+    };
     command
-        .arg("record")
         .args([
             "--url",
             &format!(
