@@ -68,8 +68,8 @@ pub struct WriterStats {
 }
 
 /// What the channel carries. The records are boxed: the channel allocates all of its slots up
-/// front, and an inline record (a few hundred bytes) in each of 4,096 slots would be 2 MB held
-/// for the whole run, against one allocation per request.
+/// front, and an inline message (336 bytes) in each of 4,096 slots would be 1.3 MB held for the
+/// whole run, against one allocation per record or checkpoint sent.
 enum Message {
     Record(Box<PackedRecord>),
     Checkpoint(Box<HeldCheckpoint>),

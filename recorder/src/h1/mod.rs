@@ -99,7 +99,8 @@ pub struct Conn {
 
 impl Conn {
     /// Reads once, into the thread's read buffer, and returns what `look` makes of the bytes
-    /// (empty: the peer closed) and of this connection's clock, which has stamped the read.
+    /// (empty: the peer closed) and of this connection's clock (its latest TCP read: this one,
+    /// or over TLS the earlier one whose bytes rustls still held).
     /// `look` runs inside the read's poll, before the buffer serves another connection.
     pub async fn read_with<T>(
         &mut self,

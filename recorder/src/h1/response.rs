@@ -197,10 +197,18 @@ impl Chunked {
                         }
                         break;
                     };
-                    self.line.extend_from_slice(&rest[..nl]);
+                    // A line whole inside this read is read where it is: a copy would cost
+                    // an allocation per chunk. Only a line cut by a read is joined.
+                    let joined;
+                    let line: &[u8] = if self.line.is_empty() {
+                        &rest[..nl]
+                    } else {
+                        self.line.extend_from_slice(&rest[..nl]);
+                        joined = std::mem::take(&mut self.line);
+                        &joined
+                    };
                     i += nl + 1;
-                    let line = std::mem::take(&mut self.line);
-                    let line = line.strip_suffix(b"\r").unwrap_or(&line);
+                    let line = line.strip_suffix(b"\r").unwrap_or(line);
                     if self.state == ChunkState::Trailer {
                         if line.is_empty() {
                             self.state = ChunkState::Done;
