@@ -1,9 +1,10 @@
-//! Both HTTP clients of the recorder against the same streams: the own HTTP/1.1 client (the
-//! default), whose request task reads its socket itself, and hyper's (`--client hyper`).
+//! The recorder's HTTP clients against the same streams: the own HTTP/1.1 client (the
+//! default), whose stream reader thread reads every body, the same client with each request's
+//! task reading its own socket (`--client own-task`), and hyper's (`--client hyper`).
 //! They must record the same events, outcomes and failures (the fault matrix, the
-//! engine behaviours and the answers that are not streams run over both in
+//! engine behaviours and the answers that are not streams run over each in
 //! `record_faults.rs` and `record_engines.rs`). (`TOKENTRACE_TEST_CLIENT=hyper
-//! cargo test` runs every recording test over hyper's client.)
+//! cargo test`, or `=own-task`, runs every recording test over that client.)
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
 
@@ -14,7 +15,7 @@ use common::tls::proxied_sim;
 use tokentrace_format::{Channel, Outcome, RequestRecord};
 use tokentrace_sim::{FaultConfig, SimConfig};
 
-const CLIENTS: [&str; 2] = ["hyper", "own"];
+const CLIENTS: [&str; 3] = ["hyper", "own", "own-task"];
 
 fn with_client<'a>(args: &[&'a str], client: &'a str) -> Vec<&'a str> {
     let mut all = args.to_vec();
@@ -34,7 +35,7 @@ fn shape(records: &[RequestRecord]) -> Vec<(u64, Outcome, Vec<Channel>)> {
 }
 
 #[test]
-fn both_clients_record_the_same_events_of_the_same_streams() {
+fn every_client_records_the_same_events_of_the_same_streams() {
     let server = sim(SimConfig {
         reasoning_tokens: 3,
         ..fast_sim()
@@ -64,11 +65,14 @@ fn both_clients_record_the_same_events_of_the_same_streams() {
         .collect();
     assert_eq!(runs[0].0, "hyper");
     assert_eq!(runs[1].0, "own-http1");
-    let (hyper, own) = (&runs[0].1, &runs[1].1);
-    assert_eq!(own.len(), 24);
-    assert!(own.iter().all(|r| r.meta.outcome == Outcome::Ok));
-    assert_eq!(shape(hyper), shape(own));
-    for (h, o) in hyper.iter().zip(own) {
+    assert_eq!(runs[2].0, "own-http1-task");
+    let hyper = &runs[0].1;
+    for (h, o) in runs[1..].iter().flat_map(|(_, own)| {
+        assert_eq!(own.len(), 24);
+        assert!(own.iter().all(|r| r.meta.outcome == Outcome::Ok));
+        assert_eq!(shape(hyper), shape(own));
+        hyper.iter().zip(own)
+    }) {
         assert_eq!(h.meta.usage, o.meta.usage, "request {}", h.meta.id);
         let text = |r: &RequestRecord| r.chunks.iter().map(|c| c.text_len).sum::<u32>();
         assert_eq!(o.meta.output_bytes, text(o), "request {}", o.meta.id);
@@ -130,12 +134,20 @@ fn the_own_client_speaks_tls_and_refuses_an_unknown_ca() {
         "--client",
         "own",
     ];
-    let out = dir.path().join("tls.ttrace");
-    let mut with_ca = args.to_vec();
-    with_ca.extend(["--ca-cert", ca.to_str().unwrap()]);
-    let (_, records) = record_ok(url, &out, &with_ca);
-    assert_eq!(records.len(), 6);
-    assert!(records.iter().all(|r| r.meta.outcome == Outcome::Ok));
+    // Over the stream reader and the task's own reads; 6 requests on 2 streams reuse the
+    // kept-alive connections, whose sockets go to the reader and back.
+    for client in ["own", "own-task"] {
+        let out = dir.path().join(format!("tls-{client}.ttrace"));
+        let mut with_ca = with_client(&args[..6], client);
+        with_ca.extend(["--ca-cert", ca.to_str().unwrap()]);
+        let (_, records) = record_ok(url, &out, &with_ca);
+        assert_eq!(records.len(), 6);
+        assert!(
+            records.iter().all(|r| r.meta.outcome == Outcome::Ok),
+            "{client}: {:?}",
+            records.iter().map(|r| &r.meta.error).collect::<Vec<_>>()
+        );
+    }
     // Preflight (hyper) refuses the unknown CA before any measured request.
     record(url, &dir.path().join("refused.ttrace"), &args)
         .assert()

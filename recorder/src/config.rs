@@ -41,10 +41,13 @@ pub enum HttpVersion {
 pub enum ClientKind {
     /// hyper's pooled client (HTTP/1.1 and HTTP/2).
     Hyper,
-    /// The recorder's own HTTP/1.1 client: the request's task reads its socket ([`crate::h1`]).
-    /// HTTP/2 (`--http 2`) goes through hyper all the same.
+    /// The recorder's own HTTP/1.1 client ([`crate::h1`]), response bodies read by the stream
+    /// reader thread ([`crate::reader`]). HTTP/2 (`--http 2`) goes through hyper all the same.
     #[default]
     Own,
+    /// The own client with each request's task reading its own socket (the stream reader's
+    /// predecessor, kept for comparison).
+    OwnTask,
 }
 
 impl ClientKind {
@@ -53,6 +56,7 @@ impl ClientKind {
         match self {
             ClientKind::Hyper => "hyper",
             ClientKind::Own => "own-http1",
+            ClientKind::OwnTask => "own-http1-task",
         }
     }
 }
@@ -230,7 +234,7 @@ impl RecordConfig {
     /// (`--http 2`) always goes through hyper.
     pub fn effective_client(&self) -> ClientKind {
         match (self.client, self.http) {
-            (ClientKind::Own, HttpVersion::Http2) => ClientKind::Hyper,
+            (ClientKind::Own | ClientKind::OwnTask, HttpVersion::Http2) => ClientKind::Hyper,
             (client, _) => client,
         }
     }

@@ -17,6 +17,7 @@ pub mod manifest;
 pub mod progress;
 pub mod prompts;
 pub mod read_clock;
+pub mod reader;
 pub mod run;
 pub mod schedule;
 pub mod server_info;

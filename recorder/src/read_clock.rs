@@ -168,10 +168,23 @@ impl CloseWatch {
 /// epoll registration will say when more bytes come. tokio's own `TcpStream::poll_read` does
 /// the same, but a `recvmsg` (which the kernel receive time needs) can only go through
 /// `try_io`, which clears readiness on `EWOULDBLOCK` alone — one wasted system call per event.
+///
+/// While a response's body is read by the stream reader (`crate::reader`), the socket is taken
+/// out of tokio's reactor ([`TimedTcp::detach`]), so that its arrivals wake that reader alone;
+/// it is registered again ([`TimedTcp::attach`]) when the connection comes back for its next
+/// request.
 pub struct TimedTcp {
-    fd: AsyncFd<std::net::TcpStream>,
+    /// Registered with tokio's reactor; None while detached.
+    fd: Option<AsyncFd<std::net::TcpStream>>,
+    /// The socket while detached.
+    apart: Option<std::net::TcpStream>,
     clock: ReadClock,
     closes: CloseWatch,
+}
+
+/// The error of an async read or write on a detached socket (a bug, never a server's doing).
+fn detached() -> io::Error {
+    io::Error::other("socket is with the stream reader")
 }
 
 impl TimedTcp {
@@ -185,10 +198,64 @@ impl TimedTcp {
         // `AsyncFd` (its only owner from here on) drops it.
         let fd = unsafe { AsyncFd::register(tcp) }.map_err(|e| e.into_parts().1)?;
         Ok(TimedTcp {
-            fd,
+            fd: Some(fd),
+            apart: None,
             clock: ReadClock::default(),
             closes,
         })
+    }
+
+    /// Takes the socket out of tokio's reactor (a no-op when it is out already): from here on
+    /// only [`TimedTcp::read_now`] reads it, and tokio is not woken by its arrivals.
+    pub fn detach(&mut self) {
+        if let Some(fd) = self.fd.take() {
+            self.apart = Some(fd.into_inner());
+        }
+    }
+
+    /// Registers the socket with tokio's reactor again (inside a runtime); on failure it stays
+    /// detached and the error says why.
+    pub fn attach(&mut self) -> io::Result<()> {
+        if let Some(tcp) = self.apart.take() {
+            // SAFETY: as in `new`: the std stream owns its descriptor until the `AsyncFd` drops it.
+            match unsafe { AsyncFd::register(tcp) } {
+                Ok(fd) => self.fd = Some(fd),
+                Err(e) => {
+                    let (tcp, err) = e.into_parts();
+                    self.apart = Some(tcp);
+                    return Err(err);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One read now, without waiting: the bytes read (0: the peer closed), the clock stamped
+    /// as an async read stamps it, `EWOULDBLOCK` when nothing is there. For the stream reader,
+    /// which learns readiness from its own epoll.
+    pub fn read_now(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let last_read_ns = self.clock.last_read_ns();
+        // SAFETY: initialized bytes are valid `MaybeUninit` bytes; the read only writes.
+        let space = unsafe { &mut *(buf as *mut [u8] as *mut [std::mem::MaybeUninit<u8>]) };
+        match kernel::recv(self.tcp(), space) {
+            Ok((n, received)) => {
+                if n > 0 {
+                    match received {
+                        Some(ns) => self.clock.stamp_kernel(ns),
+                        None => self.clock.stamp(),
+                    }
+                } else if !buf.is_empty() {
+                    self.closes.eof(last_read_ns);
+                }
+                Ok(n)
+            }
+            Err(err) => {
+                if err.kind() == io::ErrorKind::ConnectionReset {
+                    self.closes.reset(&self.clock);
+                }
+                Err(err)
+            }
+        }
     }
 
     /// This stream's clock.
@@ -198,7 +265,12 @@ impl TimedTcp {
 
     /// The socket underneath (non-blocking; for a peek at an idle connection).
     pub fn tcp(&self) -> &std::net::TcpStream {
-        self.fd.get_ref()
+        match (&self.fd, &self.apart) {
+            (Some(fd), _) => fd.get_ref(),
+            (None, Some(tcp)) => tcp,
+            // `detach` and `attach` move the socket from one to the other, never out.
+            (None, None) => unreachable!("a TimedTcp always holds its socket"),
+        }
     }
 }
 
@@ -212,8 +284,11 @@ impl AsyncRead for TimedTcp {
         let room = buf.remaining();
         // The last read before this one: an end of stream is timed against it.
         let last_read_ns = this.clock.last_read_ns();
+        let Some(fd) = &this.fd else {
+            return Poll::Ready(Err(detached()));
+        };
         loop {
-            let mut guard = ready!(this.fd.poll_read_ready(cx))?;
+            let mut guard = ready!(fd.poll_read_ready(cx))?;
             // SAFETY: the read writes only initialized bytes, and only the `n` it reports are
             // marked initialized and filled below.
             let unfilled = unsafe { buf.unfilled_mut() };
@@ -256,8 +331,11 @@ impl TimedTcp {
     ) -> Poll<io::Result<usize>> {
         // Before the write, so that a write the kernel refuses (the server closed) counts too.
         self.clock.note_write();
+        let Some(fd) = &self.fd else {
+            return Poll::Ready(Err(detached()));
+        };
         loop {
-            let mut guard = ready!(self.fd.poll_write_ready(cx))?;
+            let mut guard = ready!(fd.poll_write_ready(cx))?;
             match guard.try_io(|fd| write(fd.get_ref())) {
                 Ok(Err(err)) if err.kind() == io::ErrorKind::Interrupted => {}
                 Ok(result) => return Poll::Ready(result),
@@ -294,7 +372,7 @@ impl AsyncWrite for TimedTcp {
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(self.fd.get_ref().shutdown(std::net::Shutdown::Write))
+        Poll::Ready(self.tcp().shutdown(std::net::Shutdown::Write))
     }
 }
 

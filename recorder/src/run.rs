@@ -107,6 +107,8 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
         checkpoints: None,
         // Set once calibration is done: its probes go through hyper.
         own: None,
+        // Set once the trace exists, with the own client.
+        reader: None,
     };
     let (prompts, calibration) = match &config.prompts {
         PromptSource::Synthetic { input_tokens } => {
@@ -133,7 +135,7 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
         ),
     };
     let client = config.effective_client();
-    if client == ClientKind::Own {
+    if matches!(client, ClientKind::Own | ClientKind::OwnTask) {
         let mut tls = crate::http::tls_config(&config)?;
         tls.alpn_protocols = vec![b"http/1.1".to_vec()];
         let pool = crate::h1::Pool::new(&ctx.uri, &ctx.headers, Some(Arc::new(tls)))?;
@@ -169,6 +171,14 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
     ctx.checkpoints = config
         .checkpoint_every
         .map(|every| (writer.sender(), every));
+    if client == ClientKind::Own {
+        // The reader's copy of the context has no reader: the last handle, dropped with the
+        // run's shared state below, stops the thread.
+        let every = ctx.checkpoints.as_ref().map(|(_, every)| *every);
+        let reader = crate::reader::Reader::spawn(ctx.clone(), every)
+            .map_err(|e| RecordError::Config(format!("starting the stream reader: {e}")))?;
+        ctx.reader = Some(Arc::new(reader));
+    }
 
     let stats = Arc::new(LiveStats::default());
     let (lag, lag_ticker) = LagProbe::spawn(Duration::from_millis(10));

@@ -72,6 +72,10 @@ pub struct StreamContext {
     /// The own HTTP/1.1 client's pool, when measured requests go through it (`--client own`;
     /// None: hyper).
     pub own: Option<std::sync::Arc<crate::h1::Pool>>,
+    /// The stream reader that reads the own client's response bodies (None: each request's
+    /// task reads its own, `--client own-task`). The reader's own copy of the context has
+    /// none.
+    pub reader: Option<std::sync::Arc<crate::reader::Reader<StreamContext>>>,
 }
 
 /// A deadline this far away never fires within a run.
@@ -116,23 +120,22 @@ pub async fn execute(
     spec: RequestSpec,
     cancel: oneshot::Receiver<()>,
 ) -> PackedRecord {
-    let mut state = StreamState::new(ctx, &spec);
-    let finished = {
-        let state = &mut state;
-        let drive = async move {
-            match ctx.own.as_deref() {
-                // The spec goes in whole: its body is freed once the request bytes are built.
-                Some(pool) => state.drive_own(ctx, pool, spec).await,
-                // Boxed: hyper's request futures would otherwise size every task's future
-                // (each stream's task holds one) for the path the default client does not take.
-                None => Box::pin(state.drive(ctx, &spec)).await,
-            }
-        };
-        tokio::pin!(drive);
-        tokio::select! {
-            biased;
-            () = &mut drive => true,
-            _ = cancel => false,
+    // Boxed: on the own client the state moves to the stream reader and back.
+    let state = Box::new(StreamState::new(ctx, &spec));
+    let (mut state, finished) = match ctx.own.as_deref() {
+        // The spec goes in whole: its body is freed once the request bytes are built.
+        Some(pool) => state.drive_own(ctx, pool, spec, cancel).await,
+        None => {
+            let mut state = state;
+            // Boxed: hyper's request futures would otherwise size every task's future (each
+            // stream's task holds one) for the path the default client does not take.
+            let drive = Box::pin(state.drive(ctx, &spec));
+            let finished = tokio::select! {
+                biased;
+                () = drive => true,
+                _ = cancel => false,
+            };
+            (state, finished)
         }
     };
     if !finished {
@@ -272,6 +275,25 @@ impl StreamState {
             checkpointed: 0,
             any_checkpoint: false,
         }
+    }
+
+    /// The state of a request whose streaming state was lost (the stream reader died with it):
+    /// what it knew when the body began, no chunks.
+    fn lost(ctx: &StreamContext, meta: RequestMeta) -> Box<StreamState> {
+        Box::new(StreamState {
+            record: PackedRecord {
+                meta,
+                chunks: PackedChunks::with_capacity(0),
+            },
+            parser: SseParser::new(ctx.line_limit),
+            sink: OutputSink::new(false),
+            reads: 0,
+            done: false,
+            first_output: false,
+            last_completion_tokens: None,
+            checkpointed: 0,
+            any_checkpoint: false,
+        })
     }
 
     /// Hands the writer what arrived since the last checkpoint (never waits: a full channel
@@ -503,16 +525,34 @@ impl StreamState {
         draining: &mut bool,
         sleep: &mut std::pin::Pin<&mut tokio::time::Sleep>,
     ) {
+        let deadline =
+            self.deadline_after_read(had_output, ttft, total_deadline, draining, sleep.deadline());
+        if deadline != sleep.deadline() {
+            sleep.as_mut().reset(deadline);
+        }
+    }
+
+    /// [`StreamState::after_read`]'s rule: the deadline after a read, given the one in force.
+    fn deadline_after_read(
+        &mut self,
+        had_output: bool,
+        ttft: bool,
+        total_deadline: Instant,
+        draining: &mut bool,
+        current: Instant,
+    ) -> Instant {
+        let mut deadline = current;
         if !had_output && self.first_output && ttft {
-            sleep.as_mut().reset(total_deadline);
+            deadline = total_deadline;
         }
         if self.done && !*draining {
             *draining = true;
             let drained_by = Instant::now() + DONE_DRAIN;
-            if drained_by < sleep.deadline() {
-                sleep.as_mut().reset(drained_by);
+            if drained_by < deadline {
+                deadline = drained_by;
             }
         }
+        deadline
     }
 
     fn timed_out(&mut self, ctx: &StreamContext, ttft: Option<Instant>, total: Instant) {

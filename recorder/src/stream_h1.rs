@@ -1,8 +1,10 @@
 //! One measured request over the recorder's own HTTP/1.1 client (`--client own`, see
-//! [`crate::h1`]): this task writes the request, reads the socket, frames the response and
-//! feeds the SSE parser, each read stamped before its bytes are looked at. The outcomes, the
-//! timeouts, the checkpoints and the one retry of a request whose kept-alive connection the
-//! server had closed are those of the hyper path (`stream.rs`).
+//! [`crate::h1`]): this task writes the request and reads the response head; the body is then
+//! read by the stream reader ([`crate::reader`]), or with `--client own-task` by this task,
+//! either way framed and fed to the SSE parser read by read, each read stamped before its
+//! bytes are looked at. The outcomes, the timeouts, the checkpoints and the one retry of a
+//! request whose kept-alive connection the server had closed are those of the hyper path
+//! (`stream.rs`).
 
 use super::answer::Answer;
 use super::events::{truncate_lossy, ERROR_TEXT_LIMIT};
@@ -14,7 +16,12 @@ use tokentrace_format::request_id::write_uuid;
 use tokentrace_format::Outcome;
 use tokentrace_sse::parser::SseError;
 use tokio::io::AsyncWriteExt;
+use tokio::sync::oneshot;
 use tokio::time::Instant;
+
+#[path = "stream_reader.rs"]
+mod reader;
+use reader::Streaming;
 
 /// Why an exchange stopped before its body.
 enum Broken {
@@ -26,9 +33,9 @@ enum Broken {
 }
 
 /// What woke a stream waiting for its next read.
-enum Wake<T> {
+enum Wake {
     /// The read, and what was made of its bytes.
-    Read(io::Result<T>),
+    Read(io::Result<Step>),
     /// The request's deadline.
     Deadline,
     /// The checkpoint period.
@@ -45,9 +52,144 @@ struct Answered {
     arrival_ns: u64,
 }
 
+/// What the read loop needs of a response besides the request's state: its framing, its
+/// deadlines and whether its connection may carry another request. Shared by the task that
+/// reads its own socket and by the stream reader.
+pub(super) struct BodyRead {
+    framing: Framing,
+    keeps_alive: bool,
+    ttft_deadline: Option<Instant>,
+    total_deadline: Instant,
+    /// The deadline in force: the TTFT or total one, or the drain after `[DONE]`.
+    deadline: Instant,
+    draining: bool,
+}
+
+/// What one read did to the response.
+pub(super) enum Step {
+    /// The body goes on.
+    More,
+    /// The response is over; `reuse`: the connection may carry another request.
+    Over { reuse: bool },
+}
+
+/// A response whose head has been read and whose body streams.
+struct Started {
+    conn: Conn,
+    body: BodyRead,
+    /// Bytes after the head, from the read that completed it.
+    rest: Vec<u8>,
+    /// When that read arrived.
+    head_arrival_ns: u64,
+    /// When the next checkpoint is due.
+    next_tick: Instant,
+}
+
 impl StreamState {
-    /// [`StreamState::drive`] over the own client.
-    pub(super) async fn drive_own(&mut self, ctx: &StreamContext, pool: &Pool, spec: RequestSpec) {
+    /// [`StreamState::drive`] over the own client; false when `cancel` fired first (the caller
+    /// records the cancellation). The body is read by the stream reader when the run has one
+    /// (`ctx.reader`), else by this task.
+    pub(super) async fn drive_own(
+        mut self: Box<Self>,
+        ctx: &StreamContext,
+        pool: &Pool,
+        spec: RequestSpec,
+        mut cancel: oneshot::Receiver<()>,
+    ) -> (Box<Self>, bool) {
+        let started = {
+            let answering = self.answer_own(ctx, pool, spec);
+            tokio::select! {
+                biased;
+                started = answering => started,
+                _ = &mut cancel => return (self, false),
+            }
+        };
+        let Some(Started {
+            mut conn,
+            mut body,
+            rest,
+            head_arrival_ns,
+            next_tick,
+        }) = started
+        else {
+            return (self, true);
+        };
+        // The bytes after the head came in the read that completed it: they are its first body
+        // bytes, at its time (read index 0, even when there are none).
+        if let Step::Over { reuse } = self.take_read(ctx, &mut body, Some(&rest), head_arrival_ns) {
+            if reuse {
+                pool.put_back(conn);
+            }
+            return (self, true);
+        }
+        drop(rest);
+        match &ctx.reader {
+            Some(reader) => {
+                let key = self.record.meta.id;
+                // What is recorded should the reader thread die with the response (a bug).
+                let meta = self.record.meta.clone();
+                conn.detach();
+                let (reply, back) = oneshot::channel();
+                let streaming = Box::new(Streaming {
+                    state: self,
+                    conn,
+                    body,
+                    reuse: false,
+                    reply: Some(reply),
+                });
+                if let Err(tenant) = reader.adopt(streaming) {
+                    // The reader thread is gone (it stops only when the run ends).
+                    tenant.hand_back();
+                }
+                let mut back = back;
+                let returned = tokio::select! {
+                    biased;
+                    returned = &mut back => returned,
+                    _ = &mut cancel => {
+                        reader.cancel(key);
+                        // Comes back from the reader at its next wake-up.
+                        (&mut back).await
+                    }
+                };
+                match returned {
+                    Ok(streaming) => streaming.finish(pool),
+                    // Dropped unanswered: the reader thread died holding the response.
+                    Err(_) => {
+                        let mut lost = StreamState::lost(ctx, meta);
+                        lost.fail(
+                            Outcome::StreamError,
+                            "the stream reader stopped while reading the body".into(),
+                        );
+                        lost.record.meta.end_ns = ctx.now_ns();
+                        (lost, true)
+                    }
+                }
+            }
+            None => {
+                let reuse = {
+                    let streaming = self.stream_in_task(ctx, &mut conn, &mut body, next_tick);
+                    tokio::select! {
+                        biased;
+                        reuse = streaming => reuse,
+                        _ = &mut cancel => return (self, false),
+                    }
+                };
+                if reuse {
+                    pool.put_back(conn);
+                }
+                (self, true)
+            }
+        }
+    }
+
+    /// Sends the request and reads the response head; the started body, or None when the
+    /// request ended before one (recorded in the state).
+    async fn answer_own(
+        &mut self,
+        ctx: &StreamContext,
+        pool: &Pool,
+        spec: RequestSpec,
+    ) -> Option<Started> {
         let start = Instant::now();
         let total_deadline = ctx.timeout.map_or(start + NEVER, |t| start + t);
         let ttft_deadline = ctx.ttft_timeout.map(|t| start + t);
@@ -67,7 +209,10 @@ impl StreamState {
         // each take room in every stream's task for the whole response.
         let first = Box::pin(exchange(ctx, pool, &request, pool.take_idle(&ctx.closes)));
         let answered = match self.await_ticking(ctx, first, &mut sleep, &mut tick).await {
-            None => return self.timed_out(ctx, ttft_deadline, total_deadline),
+            None => {
+                self.timed_out(ctx, ttft_deadline, total_deadline);
+                return None;
+            }
             Some(Err(Broken::BeforeAnswer { reused: true, .. }))
                 if sent.elapsed() <= STALE_FAILURE_WINDOW =>
             {
@@ -79,7 +224,10 @@ impl StreamState {
                 self.record.meta.send_ns = ctx.now_ns();
                 let again = Box::pin(exchange(ctx, pool, &request, None));
                 match self.await_ticking(ctx, again, &mut sleep, &mut tick).await {
-                    None => return self.timed_out(ctx, ttft_deadline, total_deadline),
+                    None => {
+                        self.timed_out(ctx, ttft_deadline, total_deadline);
+                        return None;
+                    }
                     Some(answered) => answered,
                 }
             }
@@ -97,12 +245,12 @@ impl StreamState {
             Err(Broken::BeforeAnswer { error, .. }) => {
                 self.fail(Outcome::StreamError, error);
                 self.record.meta.end_ns = ctx.now_ns();
-                return;
+                return None;
             }
             Err(Broken::Failed(outcome, error)) => {
                 self.fail(outcome, error);
                 self.record.meta.end_ns = ctx.now_ns();
-                return;
+                return None;
             }
         };
         self.record.meta.headers_ns = Some(head_arrival_ns);
@@ -120,7 +268,7 @@ impl StreamState {
             Err(error) => {
                 self.fail(Outcome::StreamError, error);
                 self.record.meta.end_ns = head_arrival_ns;
-                return;
+                return None;
             }
         };
         let answer = Answer::from_parts(
@@ -142,7 +290,7 @@ impl StreamState {
             };
             self.fail(outcome, format!("{message}{text}"));
             self.record.meta.end_ns = ctx.now_ns();
-            return;
+            return None;
         }
         if status >= 400 {
             let text = tokio::select! {
@@ -152,107 +300,142 @@ impl StreamState {
             };
             self.fail(Outcome::HttpError, format!("HTTP {status}: {text}"));
             self.record.meta.end_ns = ctx.now_ns();
-            return;
+            return None;
         }
-        let mut draining = false;
-        // What the rest of the response needs from the head, so it does not stay allocated in
-        // every open stream's task until the end.
+        // What the rest of the response needs from the head, so the head does not stay
+        // allocated in every open stream until the end.
         let keeps_alive = head.keeps_alive();
         drop(head);
-        // The bytes after the head came in the read that completed it: they are its first body
-        // bytes, at its time, fed where they are (and freed) in the first turn of the loop.
-        let mut first = Some(rest);
+        Some(Started {
+            conn,
+            body: BodyRead {
+                framing,
+                keeps_alive,
+                ttft_deadline,
+                total_deadline,
+                deadline: sleep.deadline(),
+                draining: false,
+            },
+            rest,
+            head_arrival_ns,
+            next_tick: tick.deadline(),
+        })
+    }
+
+    /// Reads the body in this task (`--client own-task`); whether the connection may carry
+    /// another request.
+    async fn stream_in_task(
+        &mut self,
+        ctx: &StreamContext,
+        conn: &mut Conn,
+        body: &mut BodyRead,
+        next_tick: Instant,
+    ) -> bool {
+        let sleep = tokio::time::sleep_until(body.deadline);
+        tokio::pin!(sleep);
+        let tick = tokio::time::sleep_until(next_tick);
+        tokio::pin!(tick);
         loop {
-            let had_output = self.first_output;
-            let (arrival_ns, len, fed) = match first.take() {
-                Some(rest) => (
-                    head_arrival_ns,
-                    rest.len(),
-                    self.feed(ctx, &mut framing, &rest, head_arrival_ns),
-                ),
-                None => {
-                    let wake = tokio::select! {
-                        biased;
-                        read = conn.read_with(|bytes, clock| {
-                            // The kernel's receive time of this read (or, where the kernel gives
-                            // none, the clock read right after it), before anything looks at
-                            // the bytes; no bytes: the server closed.
-                            let at = clock.arrival_ns(ctx.anchor_mono_ns, ctx.now_ns());
-                            let fed = (!bytes.is_empty())
-                                .then(|| self.feed(ctx, &mut framing, bytes, at));
-                            (at, bytes.len(), fed)
-                        }) => Wake::Read(read),
-                        () = &mut sleep => Wake::Deadline,
-                        () = &mut tick, if ctx.checkpoints.is_some() => Wake::Tick,
-                    };
-                    match wake {
-                        Wake::Deadline => {
-                            if !self.done {
-                                self.timed_out(ctx, ttft_deadline, total_deadline);
-                            }
-                            return;
-                        }
-                        Wake::Tick => {
-                            self.on_tick(ctx, &mut tick);
-                            continue;
-                        }
-                        Wake::Read(Err(err)) => {
-                            if !self.done {
-                                self.fail(Outcome::StreamError, format!("reading the body: {err}"));
-                                self.record.meta.end_ns =
-                                    conn.clock.arrival_ns(ctx.anchor_mono_ns, ctx.now_ns());
-                            }
-                            return;
-                        }
-                        Wake::Read(Ok((arrival_ns, _, None))) => {
-                            if matches!(framing, Framing::Close) {
-                                return self.end_of_body(arrival_ns);
-                            }
-                            if !self.done {
-                                self.fail(
-                                    Outcome::StreamError,
-                                    "connection closed before the end of the body".into(),
-                                );
-                                self.record.meta.end_ns = arrival_ns;
-                            }
-                            return;
-                        }
-                        Wake::Read(Ok((arrival_ns, len, Some(fed)))) => (arrival_ns, len, fed),
+            let wake = tokio::select! {
+                biased;
+                read = conn.read_with(|bytes, clock| {
+                    // The kernel's receive time of this read (or, where the kernel gives
+                    // none, the clock read right after it), before anything looks at the
+                    // bytes; no bytes: the server closed.
+                    let at = clock.arrival_ns(ctx.anchor_mono_ns, ctx.now_ns());
+                    self.take_read(ctx, body, (!bytes.is_empty()).then_some(bytes), at)
+                }) => Wake::Read(read),
+                () = &mut sleep => Wake::Deadline,
+                () = &mut tick, if ctx.checkpoints.is_some() => Wake::Tick,
+            };
+            match wake {
+                Wake::Deadline => {
+                    self.expire(ctx, body);
+                    return false;
+                }
+                Wake::Tick => self.on_tick(ctx, &mut tick),
+                Wake::Read(Err(err)) => {
+                    self.read_failed(ctx, conn, &err);
+                    return false;
+                }
+                Wake::Read(Ok(Step::Over { reuse })) => return reuse,
+                Wake::Read(Ok(Step::More)) => {
+                    if sleep.deadline() != body.deadline {
+                        sleep.as_mut().reset(body.deadline);
                     }
                 }
-            };
-            let (decoded, oversize) = match fed {
-                Ok(fed) => fed,
-                Err(error) => {
-                    if !self.done {
-                        self.fail(Outcome::StreamError, error);
-                        self.record.meta.end_ns = arrival_ns;
-                    }
-                    return;
-                }
-            };
-            if let Some(limit) = oversize {
+            }
+        }
+    }
+
+    /// One read's bytes (None: the server closed) at `arrival_ns`: framed, parsed and
+    /// recorded, the deadlines moved.
+    pub(super) fn take_read(
+        &mut self,
+        ctx: &StreamContext,
+        body: &mut BodyRead,
+        bytes: Option<&[u8]>,
+        arrival_ns: u64,
+    ) -> Step {
+        let Some(bytes) = bytes else {
+            if matches!(body.framing, Framing::Close) {
+                self.end_of_body(arrival_ns);
+            } else if !self.done {
                 self.fail(
-                    Outcome::Oversize,
-                    format!("SSE line longer than {limit} bytes; stream abandoned"),
+                    Outcome::StreamError,
+                    "connection closed before the end of the body".into(),
                 );
                 self.record.meta.end_ns = arrival_ns;
-                return;
             }
-            if decoded.done {
-                self.end_of_body(arrival_ns);
-                if keeps_alive && decoded.consumed == len {
-                    pool.put_back(conn);
+            return Step::Over { reuse: false };
+        };
+        let had_output = self.first_output;
+        let (decoded, oversize) = match self.feed(ctx, &mut body.framing, bytes, arrival_ns) {
+            Ok(fed) => fed,
+            Err(error) => {
+                if !self.done {
+                    self.fail(Outcome::StreamError, error);
+                    self.record.meta.end_ns = arrival_ns;
                 }
-                return;
+                return Step::Over { reuse: false };
             }
-            self.after_read(
-                had_output,
-                ttft_deadline.is_some(),
-                total_deadline,
-                &mut draining,
-                &mut sleep,
+        };
+        if let Some(limit) = oversize {
+            self.fail(
+                Outcome::Oversize,
+                format!("SSE line longer than {limit} bytes; stream abandoned"),
             );
+            self.record.meta.end_ns = arrival_ns;
+            return Step::Over { reuse: false };
+        }
+        if decoded.done {
+            self.end_of_body(arrival_ns);
+            return Step::Over {
+                reuse: body.keeps_alive && decoded.consumed == bytes.len(),
+            };
+        }
+        body.deadline = self.deadline_after_read(
+            had_output,
+            body.ttft_deadline.is_some(),
+            body.total_deadline,
+            &mut body.draining,
+            body.deadline,
+        );
+        Step::More
+    }
+
+    /// The deadline passed while the body streamed.
+    fn expire(&mut self, ctx: &StreamContext, body: &BodyRead) {
+        if !self.done {
+            self.timed_out(ctx, body.ttft_deadline, body.total_deadline);
+        }
+    }
+
+    /// A read of the body failed.
+    fn read_failed(&mut self, ctx: &StreamContext, conn: &Conn, err: &io::Error) {
+        if !self.done {
+            self.fail(Outcome::StreamError, format!("reading the body: {err}"));
+            self.record.meta.end_ns = conn.clock.arrival_ns(ctx.anchor_mono_ns, ctx.now_ns());
         }
     }
 
@@ -314,6 +497,13 @@ async fn exchange(
     };
     conn.io
         .write_all(request)
+        .await
+        .map_err(|e| before("sending the request", e))?;
+    // Over TLS, `write_all` may leave records in rustls's buffer when the socket is not yet
+    // known to be writable (as after its registration with tokio anew, on a connection back
+    // from the stream reader): the flush sends them.
+    conn.io
+        .flush()
         .await
         .map_err(|e| before("sending the request", e))?;
     let mut head_bytes: Vec<u8> = Vec::new();

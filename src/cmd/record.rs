@@ -148,8 +148,9 @@ pub struct Args {
     #[arg(long, value_name = "ID")]
     run_id: Option<String>,
     /// The HTTP client of the measured requests: the recorder's own HTTP/1.1 client, whose
-    /// request task reads its socket itself, or hyper's (for comparison; --http 2 always
-    /// uses hyper's). docs/PERFORMANCE.md compares them.
+    /// stream reader thread reads every response body; the same client with each request's
+    /// task reading its own socket (own-task); or hyper's (--http 2 always uses hyper's).
+    /// The last two are kept for comparison: docs/PERFORMANCE.md compares them.
     #[arg(long, value_enum, default_value_t = ClientArg::Own)]
     client: ClientArg,
 }
@@ -158,6 +159,7 @@ pub struct Args {
 enum ClientArg {
     Hyper,
     Own,
+    OwnTask,
 }
 
 /// The shard plan of `--shard I/N` or `--shards N` with `$JOB_COMPLETION_INDEX`.
@@ -367,6 +369,7 @@ fn config_from(args: Args) -> anyhow::Result<RecordConfig> {
     config.client = match args.client {
         ClientArg::Hyper => ClientKind::Hyper,
         ClientArg::Own => ClientKind::Own,
+        ClientArg::OwnTask => ClientKind::OwnTask,
     };
     config.handle_ctrl_c = true;
     config.argv = std::env::args().collect();

@@ -120,6 +120,79 @@ impl Conn {
         .await
     }
 
+    /// The TCP stream underneath.
+    fn timed(&mut self) -> &mut TimedTcp {
+        match &mut self.io {
+            Io::Plain(tcp) => tcp,
+            Io::Tls(tls) => tls.get_mut().0,
+        }
+    }
+
+    /// Takes the socket out of tokio's reactor, for the stream reader ([`crate::reader`]).
+    pub fn detach(&mut self) {
+        self.timed().detach();
+    }
+
+    /// Gives the socket back to tokio's reactor, for the connection's next request.
+    pub fn attach(&mut self) -> io::Result<()> {
+        self.timed().attach()
+    }
+
+    /// The socket's descriptor.
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        match &self.io {
+            Io::Plain(tcp) => tcp.tcp().as_raw_fd(),
+            Io::Tls(tls) => tls.get_ref().0.tcp().as_raw_fd(),
+        }
+    }
+
+    /// Reads what is there now, without waiting, into the thread's read buffer, and hands
+    /// `look` each run of bytes with the connection's clock (no bytes: the peer closed) until
+    /// it returns false. Plain: one socket read. TLS: the plaintext rustls holds, then (unless
+    /// `held_only`) one socket read and the plaintext it completes. Nothing there is no error.
+    /// For the stream reader, which learns readiness from its own epoll.
+    pub fn read_ready(
+        &mut self,
+        held_only: bool,
+        mut look: impl FnMut(&[u8], &ReadClock) -> bool,
+    ) -> io::Result<()> {
+        let Conn { io, clock, .. } = self;
+        READ_SPACE.with_borrow_mut(|space| match io {
+            Io::Plain(tcp) => {
+                if held_only {
+                    return Ok(());
+                }
+                match tcp.read_now(&mut space[..]) {
+                    Ok(n) => {
+                        look(&space[..n], clock);
+                        Ok(())
+                    }
+                    Err(e) if quiet(&e) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+            Io::Tls(tls) => {
+                let (tcp, session) = tls.get_mut();
+                if !drain_plaintext(session, &mut space[..], clock, &mut look)? || held_only {
+                    return Ok(());
+                }
+                match session.read_tls(&mut ReadNow(tcp)) {
+                    Ok(_) => {
+                        // A TCP end of stream (0) is rustls's to judge: the drain below then
+                        // reports close_notify as no bytes and a bare close as an error.
+                        session
+                            .process_new_packets()
+                            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                        drain_plaintext(session, &mut space[..], clock, &mut look).map(|_| ())
+                    }
+                    Err(e) if quiet(&e) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+        })
+    }
+
     /// Whether the server closed (or wrote to) this idle connection: a peek that does not
     /// wait. An idle connection has nothing to say, so bytes mean it cannot be reused either.
     fn peer_closed(&self) -> bool {
@@ -129,6 +202,50 @@ impl Conn {
         };
         let mut probe = [0u8; 1];
         !matches!(tcp.peek(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+    }
+}
+
+/// Errors that only mean "nothing to read right now".
+fn quiet(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+    )
+}
+
+/// The TCP stream as a blocking-style reader for rustls, one `read_now` per call.
+struct ReadNow<'a>(&'a mut TimedTcp);
+
+impl io::Read for ReadNow<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read_now(buf)
+    }
+}
+
+/// Hands `look` the plaintext rustls holds, read by read; false once `look` said stop or the
+/// stream ended (TLS's close_notify is handed over as no bytes).
+fn drain_plaintext(
+    session: &mut rustls::ClientConnection,
+    space: &mut [u8],
+    clock: &ReadClock,
+    look: &mut impl FnMut(&[u8], &ReadClock) -> bool,
+) -> io::Result<bool> {
+    use std::io::Read;
+    loop {
+        match session.reader().read(space) {
+            Ok(0) => {
+                look(&[], clock);
+                return Ok(false);
+            }
+            Ok(n) => {
+                if !look(&space[..n], clock) {
+                    return Ok(false);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
+            // A TCP close without close_notify is an error, as tokio-rustls reports it.
+            Err(e) => return Err(e),
+        }
     }
 }
 

@@ -1,0 +1,614 @@
+//! The stream reader: one thread that reads every streaming response's socket.
+//!
+//! A request's task (tokio) connects, writes the request and reads the response head; then it
+//! hands the connection and the request's state to this thread and waits for them to come
+//! back. The thread runs a level-triggered `epoll_wait` over every body it holds and, for each
+//! socket reported readable, makes one read, stamps it with the kernel's receive time and
+//! frames, parses and classifies its bytes right there: one wake-up and one read per arrival,
+//! as the benchmark's epoll floor does, with no task, waker or timer per stream and no
+//! hand-off per chunk. Deadlines are one heap for all streams, checkpoints one tick for all.
+//!
+//! Why a thread of its own rather than tokio tasks: with a task per stream, every arrival
+//! wakes tokio's I/O driver, schedules the task, polls its future (and the timers and the
+//! cancel receiver it selects on) and often wakes the other worker thread. docs/PERFORMANCE.md
+//! measures the difference.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// A response body the reader reads for its request's task; `C` is what every body shares
+/// (the run's `StreamContext`), the reader's own copy.
+pub trait Tenant<C>: Send {
+    /// The socket to watch.
+    fn fd(&self) -> RawFd;
+    /// The request id (what [`Reader::cancel`] names).
+    fn key(&self) -> u64;
+    /// Just adopted: what arrived before the hand-off and is held in user space (TLS
+    /// plaintext rustls decrypted already). True when the response is over.
+    fn adopted(&mut self, ctx: &C) -> bool;
+    /// The socket is readable: one read. True when the response is over.
+    fn readable(&mut self, ctx: &C) -> bool;
+    /// When the response times out (or its drain after `[DONE]` ends).
+    fn deadline(&self) -> Instant;
+    /// The deadline passed: the response ends.
+    fn expired(&mut self, ctx: &C);
+    /// The run was interrupted: the response ends as cancelled.
+    fn cancelled(&mut self, ctx: &C);
+    /// The checkpoint period passed.
+    fn tick(&mut self, ctx: &C);
+    /// The socket could not be watched: the response ends with `error`.
+    fn unwatchable(&mut self, ctx: &C, error: &io::Error);
+    /// Back to the request's task (the socket is out of the reader's epoll by then).
+    fn hand_back(self: Box<Self>);
+}
+
+/// What the tasks tell the reader.
+enum Message<C> {
+    Adopt(Box<dyn Tenant<C>>),
+    Cancel(u64),
+}
+
+/// The handle the request tasks share; dropping the last one stops the thread (any body still
+/// held ends as cancelled and goes back first).
+pub struct Reader<C> {
+    tx: Option<mpsc::Sender<Message<C>>>,
+    wake: std::sync::Arc<EventFd>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl<C: Send + 'static> Reader<C> {
+    /// Starts the reader thread; `ctx` is what its streams share (the reader's own copy),
+    /// `tick_every` the period of [`Tenant::tick`] (None: never).
+    pub fn spawn(ctx: C, tick_every: Option<Duration>) -> io::Result<Reader<C>> {
+        let epoll = Epoll::new()?;
+        let wake = std::sync::Arc::new(EventFd::new()?);
+        epoll.ctl(libc::EPOLL_CTL_ADD, wake.0.as_raw_fd(), WAKE_TOKEN)?;
+        let (tx, rx) = mpsc::channel();
+        let thread_wake = wake.clone();
+        let thread = std::thread::Builder::new()
+            .name("tokentrace-reader".into())
+            .spawn(move || Loop::new(ctx, epoll, thread_wake, rx, tick_every).run())?;
+        Ok(Reader {
+            tx: Some(tx),
+            wake,
+            thread: Some(thread),
+        })
+    }
+
+    /// Hands `tenant` to the reader; it comes back through its own `hand_back`. Err gives it
+    /// back at once when the reader thread is gone.
+    pub fn adopt(&self, tenant: Box<dyn Tenant<C>>) -> Result<(), Box<dyn Tenant<C>>> {
+        let Some(tx) = &self.tx else {
+            return Err(tenant);
+        };
+        match tx.send(Message::Adopt(tenant)) {
+            Ok(()) => {
+                self.wake.signal();
+                Ok(())
+            }
+            Err(mpsc::SendError(Message::Adopt(tenant))) => Err(tenant),
+            Err(_) => unreachable!("the message sent was an adoption"),
+        }
+    }
+
+    /// Ends request `key`'s response as cancelled, if the reader holds it.
+    pub fn cancel(&self, key: u64) {
+        if let Some(tx) = &self.tx {
+            if tx.send(Message::Cancel(key)).is_ok() {
+                self.wake.signal();
+            }
+        }
+    }
+}
+
+impl<C> Drop for Reader<C> {
+    fn drop(&mut self) {
+        // A closed channel is the thread's signal to stop.
+        drop(self.tx.take());
+        self.wake.signal();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The epoll token of the wake-up eventfd (a stream's token is its slot and generation, never
+/// this).
+const WAKE_TOKEN: u64 = u64::MAX;
+/// Ready sockets taken per `epoll_wait`.
+const MAX_EVENTS: usize = 256;
+/// The longest `epoll_wait`: every wait is bounded, deadlines or not.
+const MAX_WAIT: Duration = Duration::from_secs(1);
+
+/// The reader thread's state.
+struct Loop<C> {
+    ctx: C,
+    epoll: Epoll,
+    wake: std::sync::Arc<EventFd>,
+    rx: mpsc::Receiver<Message<C>>,
+    /// Streams by slot, with the slot's generation (a token names both, so a stale event for
+    /// a slot reused within one batch is not taken for the new stream's).
+    slots: Vec<(Option<Box<dyn Tenant<C>>>, u32)>,
+    free: Vec<u32>,
+    by_key: HashMap<u64, u32>,
+    /// (deadline, slot, generation), earliest first; an entry whose stream has moved its
+    /// deadline (or gone) is skipped when it comes up.
+    deadlines: BinaryHeap<Reverse<(Instant, u32, u32)>>,
+    /// The tick period and the next tick.
+    ticks: Option<(Duration, Instant)>,
+    closing: bool,
+}
+
+impl<C> Loop<C> {
+    fn new(
+        ctx: C,
+        epoll: Epoll,
+        wake: std::sync::Arc<EventFd>,
+        rx: mpsc::Receiver<Message<C>>,
+        tick_every: Option<Duration>,
+    ) -> Loop<C> {
+        let ticks = tick_every.map(|every| (every, Instant::now() + every));
+        Loop {
+            ctx,
+            epoll,
+            wake,
+            rx,
+            slots: Vec::new(),
+            free: Vec::new(),
+            by_key: HashMap::new(),
+            deadlines: BinaryHeap::new(),
+            ticks,
+            closing: false,
+        }
+    }
+
+    fn run(mut self) {
+        let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; MAX_EVENTS];
+        loop {
+            let n = match self.epoll.wait(&mut events, self.wait_for()) {
+                Ok(n) => n,
+                // Nothing here can make epoll_wait fail but a bug; end every stream rather
+                // than spin.
+                Err(_) => {
+                    self.closing = true;
+                    0
+                }
+            };
+            for event in &events[..n] {
+                let token = event.u64;
+                if token == WAKE_TOKEN {
+                    self.wake.drain();
+                    self.take_messages();
+                } else {
+                    self.on_ready(token);
+                }
+            }
+            let now = Instant::now();
+            self.expire(now);
+            if let Some((every, next)) = self.ticks {
+                if now >= next {
+                    for (tenant, _) in &mut self.slots {
+                        if let Some(tenant) = tenant {
+                            tenant.tick(&self.ctx);
+                        }
+                    }
+                    self.ticks = Some((every, now + every));
+                }
+            }
+            if self.closing {
+                // Whatever is still held ends as cancelled and goes back.
+                let held: Vec<u32> = self.by_key.values().copied().collect();
+                for slot in held {
+                    if let Some(tenant) = self.slots[slot as usize].0.as_mut() {
+                        tenant.cancelled(&self.ctx);
+                    }
+                    self.release(slot);
+                }
+                return;
+            }
+        }
+    }
+
+    /// How long the next `epoll_wait` may sleep: to the earliest deadline or tick, at most
+    /// [`MAX_WAIT`].
+    fn wait_for(&self) -> Duration {
+        let now = Instant::now();
+        let mut until = now + MAX_WAIT;
+        if let Some(Reverse((at, _, _))) = self.deadlines.peek() {
+            until = until.min(*at);
+        }
+        if let Some((_, next)) = self.ticks {
+            until = until.min(next);
+        }
+        until.saturating_duration_since(now)
+    }
+
+    fn take_messages(&mut self) {
+        loop {
+            match self.rx.try_recv() {
+                Ok(Message::Adopt(tenant)) => self.adopt(tenant),
+                Ok(Message::Cancel(key)) => {
+                    if let Some(&slot) = self.by_key.get(&key) {
+                        if let Some(tenant) = self.slots[slot as usize].0.as_mut() {
+                            tenant.cancelled(&self.ctx);
+                        }
+                        self.release(slot);
+                    }
+                }
+                Err(mpsc::TryRecvError::Empty) => return,
+                Err(mpsc::TryRecvError::Disconnected) => {
+                    self.closing = true;
+                    return;
+                }
+            }
+        }
+    }
+
+    fn adopt(&mut self, mut tenant: Box<dyn Tenant<C>>) {
+        if tenant.adopted(&self.ctx) {
+            return tenant.hand_back();
+        }
+        let slot = match self.free.pop() {
+            Some(slot) => slot,
+            None => {
+                self.slots.push((None, 0));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let generation = self.slots[slot as usize].1.wrapping_add(1);
+        let token = u64::from(generation) << 32 | u64::from(slot);
+        if let Err(err) = self.epoll.ctl(libc::EPOLL_CTL_ADD, tenant.fd(), token) {
+            // The socket cannot be watched: the response cannot be read here.
+            self.free.push(slot);
+            tenant.unwatchable(&self.ctx, &err);
+            return tenant.hand_back();
+        }
+        self.deadlines
+            .push(Reverse((tenant.deadline(), slot, generation)));
+        self.by_key.insert(tenant.key(), slot);
+        self.slots[slot as usize] = (Some(tenant), generation);
+    }
+
+    fn on_ready(&mut self, token: u64) {
+        let slot = (token & u64::from(u32::MAX)) as u32;
+        let generation = (token >> 32) as u32;
+        let Some((Some(tenant), held)) = self.slots.get_mut(slot as usize) else {
+            return;
+        };
+        if *held != generation {
+            return;
+        }
+        let before = tenant.deadline();
+        if tenant.readable(&self.ctx) {
+            return self.release(slot);
+        }
+        let after = tenant.deadline();
+        if after != before {
+            self.deadlines.push(Reverse((after, slot, generation)));
+        }
+    }
+
+    /// Ends every stream whose deadline passed by `now`.
+    fn expire(&mut self, now: Instant) {
+        while let Some(&Reverse((at, slot, generation))) = self.deadlines.peek() {
+            if at > now {
+                return;
+            }
+            self.deadlines.pop();
+            let Some((Some(tenant), held)) = self.slots.get_mut(slot as usize) else {
+                continue;
+            };
+            // An entry for an earlier stream in the slot, or one the stream has moved.
+            if *held != generation || tenant.deadline() != at {
+                continue;
+            }
+            tenant.expired(&self.ctx);
+            self.release(slot);
+        }
+    }
+
+    /// Takes `slot`'s stream out of the epoll set and hands it back.
+    fn release(&mut self, slot: u32) {
+        let Some(tenant) = self.slots[slot as usize].0.take() else {
+            return;
+        };
+        // Out of this epoll before its task can register the socket with tokio again. A
+        // failure leaves nothing to undo: the socket goes back (or is closed) either way.
+        let _ = self.epoll.ctl(libc::EPOLL_CTL_DEL, tenant.fd(), 0);
+        self.by_key.remove(&tenant.key());
+        self.free.push(slot);
+        tenant.hand_back();
+    }
+}
+
+/// An epoll instance (level-triggered: a socket with bytes left after a read is reported
+/// again by the next wait, so one read per readiness loses nothing).
+struct Epoll(OwnedFd);
+
+impl Epoll {
+    fn new() -> io::Result<Epoll> {
+        // SAFETY: a plain system call; the descriptor is owned below.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a fresh descriptor nobody else owns.
+        Ok(Epoll(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    fn ctl(&self, op: libc::c_int, fd: RawFd, token: u64) -> io::Result<()> {
+        let mut event = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32,
+            u64: token,
+        };
+        // SAFETY: both descriptors are open; `event` is valid for the call.
+        let rc = unsafe { libc::epoll_ctl(self.0.as_raw_fd(), op, fd, &mut event) };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Ready events into `events`, waiting at most `timeout` (rounded up to a millisecond);
+    /// 0 on timeout or interruption.
+    fn wait(&self, events: &mut [libc::epoll_event], timeout: Duration) -> io::Result<usize> {
+        let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int;
+        // SAFETY: `events` is writable for `events.len()` entries.
+        let n = unsafe {
+            libc::epoll_wait(
+                self.0.as_raw_fd(),
+                events.as_mut_ptr(),
+                events.len() as libc::c_int,
+                ms,
+            )
+        };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            return if err.kind() == io::ErrorKind::Interrupted {
+                Ok(0)
+            } else {
+                Err(err)
+            };
+        }
+        Ok(n as usize)
+    }
+}
+
+/// An eventfd that wakes the reader thread for its messages.
+struct EventFd(OwnedFd);
+
+impl EventFd {
+    fn new() -> io::Result<EventFd> {
+        // SAFETY: a plain system call; the descriptor is owned below.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a fresh descriptor nobody else owns.
+        Ok(EventFd(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    fn signal(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64. A full counter (never, at 2^64 - 2) would
+        // only mean the thread is already woken.
+        unsafe { libc::write(self.0.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+
+    fn drain(&self) {
+        let mut count: u64 = 0;
+        // SAFETY: reads 8 bytes into a live u64; EAGAIN (nothing pending) is fine.
+        unsafe { libc::read(self.0.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+    use std::sync::mpsc::{Receiver, Sender};
+
+    /// A test body: collects what arrives on its socket until a `.`, and says what happened to
+    /// it when it comes back.
+    struct Fake {
+        key: u64,
+        socket: UnixStream,
+        got: Vec<u8>,
+        deadline: Instant,
+        ending: Option<&'static str>,
+        ticks: u32,
+        /// Watch this descriptor instead of the socket.
+        watch: Option<RawFd>,
+        back: Sender<Box<Fake>>,
+    }
+
+    impl Fake {
+        /// A body for `key` and the other end of its socket.
+        fn new(key: u64, deadline: Duration, back: &Sender<Box<Fake>>) -> (Box<Fake>, UnixStream) {
+            let (socket, peer) = UnixStream::pair().unwrap();
+            socket.set_nonblocking(true).unwrap();
+            let fake = Fake {
+                key,
+                socket,
+                got: Vec::new(),
+                deadline: Instant::now() + deadline,
+                ending: None,
+                ticks: 0,
+                watch: None,
+                back: back.clone(),
+            };
+            (Box::new(fake), peer)
+        }
+    }
+
+    impl Tenant<()> for Fake {
+        fn fd(&self) -> RawFd {
+            self.watch.unwrap_or(self.socket.as_raw_fd())
+        }
+        fn key(&self) -> u64 {
+            self.key
+        }
+        fn adopted(&mut self, _: &()) -> bool {
+            false
+        }
+        fn readable(&mut self, _: &()) -> bool {
+            let mut buf = [0u8; 3];
+            match self.socket.read(&mut buf) {
+                Ok(0) => self.ending = Some("closed"),
+                Ok(n) => {
+                    self.got.extend_from_slice(&buf[..n]);
+                    if self.got.ends_with(b".") {
+                        self.ending = Some("done");
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(_) => self.ending = Some("error"),
+            }
+            self.ending.is_some()
+        }
+        fn deadline(&self) -> Instant {
+            self.deadline
+        }
+        fn expired(&mut self, _: &()) {
+            self.ending = Some("expired");
+        }
+        fn cancelled(&mut self, _: &()) {
+            self.ending = Some("cancelled");
+        }
+        fn tick(&mut self, _: &()) {
+            self.ticks += 1;
+        }
+        fn unwatchable(&mut self, _: &(), _: &io::Error) {
+            self.ending = Some("unwatchable");
+        }
+        fn hand_back(self: Box<Self>) {
+            let back = self.back.clone();
+            back.send(self).unwrap();
+        }
+    }
+
+    fn returned(back: &Receiver<Box<Fake>>) -> Box<Fake> {
+        back.recv_timeout(Duration::from_secs(10))
+            .expect("nothing came back from the reader within 10 s")
+    }
+
+    const LONG: Duration = Duration::from_secs(600);
+
+    #[test]
+    fn bodies_are_read_as_their_bytes_come_and_handed_back_at_their_end() {
+        let reader = Reader::spawn((), None).unwrap();
+        let (tx, back) = std::sync::mpsc::channel();
+        let mut peers = Vec::new();
+        for key in 0..40 {
+            let (fake, peer) = Fake::new(key, LONG, &tx);
+            reader.adopt(fake).map_err(|_| ()).unwrap();
+            peers.push(peer);
+        }
+        // Each in several writes, more than a read takes, interleaved across the bodies.
+        for round in 0..3 {
+            for (key, peer) in peers.iter_mut().enumerate() {
+                let text = if round < 2 {
+                    format!("{key}-{round},")
+                } else {
+                    ".".into()
+                };
+                peer.write_all(text.as_bytes()).unwrap();
+            }
+        }
+        let mut seen: Vec<_> = (0..40).map(|_| returned(&back)).collect();
+        seen.sort_by_key(|f| f.key);
+        for (key, fake) in seen.iter().enumerate() {
+            assert_eq!(fake.ending, Some("done"));
+            assert_eq!(fake.got, format!("{key}-0,{key}-1,.").into_bytes());
+        }
+        // Each socket left the epoll set: adopted again (as a kept-alive connection's next
+        // response is), it is watched anew rather than refused as already there.
+        let mut again = seen.pop().unwrap();
+        again.got.clear();
+        again.ending = None;
+        reader.adopt(again).map_err(|_| ()).unwrap();
+        peers[39].write_all(b"x.").unwrap();
+        let again = returned(&back);
+        assert_eq!(
+            (again.ending, again.got.as_slice()),
+            (Some("done"), &b"x."[..])
+        );
+    }
+
+    #[test]
+    fn a_close_ends_a_body() {
+        let reader = Reader::spawn((), None).unwrap();
+        let (tx, back) = std::sync::mpsc::channel();
+        let (fake, peer) = Fake::new(1, LONG, &tx);
+        reader.adopt(fake).map_err(|_| ()).unwrap();
+        drop(peer);
+        assert_eq!(returned(&back).ending, Some("closed"));
+    }
+
+    #[test]
+    fn a_deadline_ends_a_silent_body_and_only_that_one() {
+        let reader = Reader::spawn((), None).unwrap();
+        let (tx, back) = std::sync::mpsc::channel();
+        let (quiet, _quiet_peer) = Fake::new(1, Duration::from_millis(50), &tx);
+        let (busy, mut busy_peer) = Fake::new(2, LONG, &tx);
+        let adopted = Instant::now();
+        reader.adopt(quiet).map_err(|_| ()).unwrap();
+        reader.adopt(busy).map_err(|_| ()).unwrap();
+        let first = returned(&back);
+        assert_eq!((first.key, first.ending), (1, Some("expired")));
+        assert!(adopted.elapsed() >= Duration::from_millis(50));
+        busy_peer.write_all(b".").unwrap();
+        assert_eq!(returned(&back).ending, Some("done"));
+    }
+
+    #[test]
+    fn a_cancel_ends_the_body_it_names() {
+        let reader = Reader::spawn((), None).unwrap();
+        let (tx, back) = std::sync::mpsc::channel();
+        let (one, _p1) = Fake::new(1, LONG, &tx);
+        let (two, mut p2) = Fake::new(2, LONG, &tx);
+        reader.adopt(one).map_err(|_| ()).unwrap();
+        reader.adopt(two).map_err(|_| ()).unwrap();
+        reader.cancel(1);
+        // A key the reader does not hold is no error.
+        reader.cancel(99);
+        let first = returned(&back);
+        assert_eq!((first.key, first.ending), (1, Some("cancelled")));
+        p2.write_all(b".").unwrap();
+        assert_eq!(returned(&back).ending, Some("done"));
+    }
+
+    #[test]
+    fn held_bodies_tick_and_a_dropped_reader_hands_them_back_cancelled() {
+        let reader = Reader::spawn((), Some(Duration::from_millis(20))).unwrap();
+        let (tx, back) = std::sync::mpsc::channel();
+        let (fake, _peer) = Fake::new(7, LONG, &tx);
+        reader.adopt(fake).map_err(|_| ()).unwrap();
+        std::thread::sleep(Duration::from_millis(150));
+        drop(reader);
+        let fake = back
+            .try_recv()
+            .expect("handed back before the drop returned");
+        assert_eq!(fake.ending, Some("cancelled"));
+        assert!(fake.ticks >= 2, "{} ticks in 150 ms of 20 ms", fake.ticks);
+    }
+
+    #[test]
+    fn an_unwatchable_descriptor_comes_back_at_once() {
+        let reader = Reader::spawn((), None).unwrap();
+        let (tx, back) = std::sync::mpsc::channel();
+        let (mut fake, _peer) = Fake::new(1, LONG, &tx);
+        // epoll refuses regular files.
+        let file = tempfile::tempfile().unwrap();
+        fake.watch = Some(file.as_raw_fd());
+        reader.adopt(fake).map_err(|_| ()).unwrap();
+        assert_eq!(returned(&back).ending, Some("unwatchable"));
+    }
+}
