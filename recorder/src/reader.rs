@@ -126,6 +126,9 @@ const MAX_EVENTS: usize = 256;
 /// The longest `epoll_wait`: every wait is bounded, deadlines or not.
 const MAX_WAIT: Duration = Duration::from_secs(1);
 
+/// A slot: the stream it holds, if any, and the slot's generation.
+type Slot<C> = (Option<Box<dyn Tenant<C>>>, u32);
+
 /// The reader thread's state.
 struct Loop<C> {
     ctx: C,
@@ -134,7 +137,7 @@ struct Loop<C> {
     rx: mpsc::Receiver<Message<C>>,
     /// Streams by slot, with the slot's generation (a token names both, so a stale event for
     /// a slot reused within one batch is not taken for the new stream's).
-    slots: Vec<(Option<Box<dyn Tenant<C>>>, u32)>,
+    slots: Vec<Slot<C>>,
     free: Vec<u32>,
     by_key: HashMap<u64, u32>,
     /// (deadline, slot, generation), earliest first; an entry whose stream has moved its
