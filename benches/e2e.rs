@@ -10,6 +10,7 @@
 //! `cargo bench --bench e2e -- [--levels 64,256,1024,2048] [--steps 10,2] [--request-ms 1000]
 //!  [--waves 2] [--threads 2] [--sim-threads 1] [--no-floor]
 //!  [--floor epoll|epoll-parse|tokio] [--aiperf PATH | --no-aiperf] [--aiperf-timeout 300]
+//!  [--aiperf-burst]
 //!  [--run-timeout SECS] [--keep] [--tls]
 //!  [--pin] [--bin target/release/tokentrace] [--record-bin PATH]
 //!  [--doc docs/PERFORMANCE.md]`
@@ -187,6 +188,9 @@ struct Settings {
     aiperf: Option<PathBuf>,
     no_aiperf: bool,
     aiperf_timeout_s: u64,
+    /// AIPerf as `--concurrency` alone runs it (its concurrency-burst mode), without the rate
+    /// cap the harness adds by default.
+    aiperf_burst: bool,
     run_timeout_s: Option<u64>,
     keep: bool,
     doc: Option<PathBuf>,
@@ -225,6 +229,7 @@ fn settings(args: &[String]) -> Result<Settings, String> {
         aiperf: None,
         no_aiperf: false,
         aiperf_timeout_s: 300,
+        aiperf_burst: false,
         run_timeout_s: None,
         keep: false,
         doc: None,
@@ -264,6 +269,7 @@ fn settings(args: &[String]) -> Result<Settings, String> {
             "--aiperf-timeout" => s.aiperf_timeout_s = value()?.parse().map_err(bad)?,
             "--run-timeout" => s.run_timeout_s = Some(value()?.parse().map_err(bad)?),
             "--no-aiperf" => (s.no_aiperf, step) = (true, 1),
+            "--aiperf-burst" => (s.aiperf_burst, step) = (true, 1),
             "--no-floor" => (s.floor, step) = (false, 1),
             "--keep" => (s.keep, step) = (true, 1),
             "--tls" => (s.tls, step) = (true, 1),
@@ -424,7 +430,7 @@ fn bench(args: &[String]) -> io::Result<()> {
     };
     let notes = format!(
         "Closed loop{placement}, chat API over {transport}, one event per token, {} waves of responses of {} ms each \
-         ({}); the recorder uses {} runtime worker threads, {floor_note}, the simulator {} \
+         ({}); the recorder uses {} runtime worker threads and (with its default client) its stream reader thread, {floor_note}, the simulator {} \
          (plus its engine and truth-log threads).",
         s.waves,
         s.request_ms,

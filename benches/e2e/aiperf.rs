@@ -125,6 +125,8 @@ fn run_once(
     // Concurrency bounds the requests in flight; the rate cap (4× what the closed loop
     // completes) only keeps AIPerf 0.13 out of its "concurrency-burst" mode, whose timing
     // manager polls for a free slot without sleeping and would hold a core for the whole run.
+    // `--aiperf-burst` leaves it out: AIPerf as `--concurrency` alone runs it, its documented
+    // form, busy poll and all.
     let rate = 4.0 * level.streams as f64 * 1000.0 / (level.max_tokens as f64 * level.step_ms);
     let mut command = Command::new(&install.exe);
     command
@@ -138,8 +140,6 @@ fn run_once(
         .args(["--extra-inputs", "{\"ignore_eos\": true}"])
         .args(["--request-count", &requests.to_string()])
         .args(["--concurrency", &level.streams.to_string()])
-        .args(["--request-rate", &format!("{rate:.1}")])
-        .args(["--arrival-pattern", "constant"])
         .args(["--isl", &ISL.to_string()])
         .args(["--osl", &level.max_tokens.to_string()])
         .args([
@@ -158,6 +158,11 @@ fn run_once(
         .stdin(Stdio::null())
         .stdout(Stdio::from(std::fs::File::create(dir.join("aiperf.log"))?))
         .stderr(Stdio::from(std::fs::File::create(dir.join("aiperf.err"))?));
+    if !s.aiperf_burst {
+        command
+            .args(["--request-rate", &format!("{rate:.1}")])
+            .args(["--arrival-pattern", "constant"]);
+    }
     if let Some(cache) = &install.tiktoken_cache {
         command.env("TIKTOKEN_CACHE_DIR", cache);
     }

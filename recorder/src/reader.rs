@@ -327,6 +327,23 @@ impl<C> Loop<C> {
         self.by_key.remove(&tenant.key());
         self.free.push(slot);
         tenant.hand_back();
+        self.prune_deadlines();
+    }
+
+    /// Drops the heap's entries that no longer count once they outnumber the streams held
+    /// several times over: a finished request's total deadline (600 s by default) would
+    /// otherwise stay in the heap, and a long run would grow it without bound.
+    fn prune_deadlines(&mut self) {
+        if self.deadlines.len() <= 4 * self.by_key.len() + 1024 {
+            return;
+        }
+        let slots = &self.slots;
+        self.deadlines.retain(|Reverse((at, slot, generation))| {
+            matches!(
+                slots.get(*slot as usize),
+                Some((Some(tenant), held)) if held == generation && tenant.deadline() == *at
+            )
+        });
     }
 }
 
@@ -543,6 +560,32 @@ mod tests {
             (again.ending, again.got.as_slice()),
             (Some("done"), &b"x."[..])
         );
+    }
+
+    #[test]
+    fn finished_bodies_leave_no_deadlines_behind() {
+        // The loop driven by hand, one body at a time, to see its heap.
+        let (_tx, rx) = std::sync::mpsc::channel();
+        let wake = std::sync::Arc::new(EventFd::new().unwrap());
+        let mut held = Loop::new((), Epoll::new().unwrap(), wake, rx, None);
+        let (back_tx, back) = std::sync::mpsc::channel();
+        for key in 0..5000 {
+            let (fake, mut peer) = Fake::new(key, LONG, &back_tx);
+            held.adopt(fake);
+            let slot = held.by_key[&key];
+            let token = u64::from(held.slots[slot as usize].1) << 32 | u64::from(slot);
+            peer.write_all(b".").unwrap();
+            held.on_ready(token);
+            assert_eq!(returned(&back).ending, Some("done"));
+            assert!(
+                held.deadlines.len() <= 1025,
+                "{} entries",
+                held.deadlines.len()
+            );
+        }
+        // One slot served them all, each time under a new generation.
+        assert_eq!(held.slots.len(), 1);
+        assert_eq!(held.slots[0].1, 5000);
     }
 
     #[test]

@@ -23,6 +23,10 @@ use tokio::time::Instant;
 mod reader;
 use reader::Streaming;
 
+/// How long a cancelled request waits for the stream reader to hand its response back (it
+/// does so at its next wake-up; only a reader that died takes longer).
+const CANCEL_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Why an exchange stopped before its body.
 enum Broken {
     /// A read or write failed (or the server closed) before any byte of the response, on a
@@ -137,24 +141,28 @@ impl StreamState {
                     reuse: false,
                     reply: Some(reply),
                 });
-                if let Err(tenant) = reader.adopt(streaming) {
+                if let Err(mut tenant) = reader.adopt(streaming) {
                     // The reader thread is gone (it stops only when the run ends).
+                    let gone = io::Error::other("the stream reader has stopped");
+                    tenant.unwatchable(ctx, &gone);
                     tenant.hand_back();
                 }
                 let mut back = back;
                 let returned = tokio::select! {
                     biased;
-                    returned = &mut back => returned,
+                    returned = &mut back => returned.ok(),
                     _ = &mut cancel => {
                         reader.cancel(key);
-                        // Comes back from the reader at its next wake-up.
-                        (&mut back).await
+                        // Comes back from the reader at its next wake-up; the bound is only
+                        // for a reader that died.
+                        let returned = tokio::time::timeout(CANCEL_LIMIT, &mut back).await;
+                        returned.ok().and_then(Result::ok)
                     }
                 };
                 match returned {
-                    Ok(streaming) => streaming.finish(pool),
+                    Some(streaming) => streaming.finish(pool),
                     // Dropped unanswered: the reader thread died holding the response.
-                    Err(_) => {
+                    None => {
                         let mut lost = StreamState::lost(ctx, meta);
                         lost.fail(
                             Outcome::StreamError,
