@@ -25,13 +25,16 @@ use tokio::time::Instant;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
-/// Bytes per socket read: SSE events are small; a larger event spans reads.
-pub const READ_BUF: usize = 4096;
+/// Bytes per socket read: SSE events are small, and a larger event spans reads. The buffer is
+/// per thread, not per connection, so its size costs no memory per stream; where events queue
+/// up (a client behind a server's pace), 16 KiB takes about twice the events per read that
+/// 4 KiB did (docs/PERFORMANCE.md, *The stream reader*).
+pub const READ_BUF: usize = 16384;
 
 thread_local! {
     /// The read buffer of every connection this thread reads. A read's bytes are looked at
     /// within the poll that read them and never kept (the framing and the SSE parser copy what
-    /// they must), so one buffer per thread serves every stream: 4 KiB per thread instead of
+    /// they must), so one buffer per thread serves every stream: 16 KiB per thread instead of
     /// per open connection.
     static READ_SPACE: RefCell<Box<[u8; READ_BUF]>> = RefCell::new(Box::new([0u8; READ_BUF]));
 }
