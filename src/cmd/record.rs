@@ -380,33 +380,47 @@ fn config_from(args: Args) -> anyhow::Result<RecordConfig> {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let config = config_from(args)?;
     let summary = tokentrace_recorder::run(config)?;
+    // The trace is finished by now: a closed stdout (`record … | head -1`) only loses this
+    // summary, so a failed write is not an error, and never a panic (SIGPIPE stays ignored for
+    // the sockets' sake).
+    let _ = print_summary(&summary, &mut std::io::stdout().lock());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The two summary lines `record` prints.
+fn print_summary(
+    summary: &tokentrace_recorder::RunSummary,
+    out: &mut impl std::io::Write,
+) -> std::io::Result<()> {
     let outcomes: Vec<String> = summary
         .outcomes
         .iter()
         .map(|(name, n)| format!("{name}={n}"))
         .collect();
-    println!(
+    writeln!(
+        out,
         "recorded {} requests, {} chunks into {} ({}; {})",
         summary.requests,
         summary.chunks,
         summary.output.display(),
         summary.reason,
         outcomes.join(" "),
-    );
+    )?;
     let health = &summary.client_health;
     let number = |value: Option<u64>| value.unwrap_or(0) as f64;
     let cpu_ns = number(health.cpu_ns);
     let rss_mib = number(health.max_rss_bytes) / 1048576.0;
     if summary.chunks == 0 {
         // No chunk, no per-chunk cost to speak of.
-        println!(
+        return writeln!(
+            out,
             "client: {:.0} ms CPU, peak RSS {rss_mib:.1} MiB, no chunks recorded",
             cpu_ns / 1e6
         );
-        return Ok(ExitCode::SUCCESS);
     }
     let chunks = summary.chunks as f64;
-    println!(
+    writeln!(
+        out,
         "client: {:.3} us CPU per chunk ({:.3} us user), {:.0} ms CPU, peak RSS {rss_mib:.1} MiB (before load {:.1} MiB), \
          max scheduling lag {:.2} ms, writer back-pressure {}",
         cpu_ns / chunks / 1000.0,
@@ -415,6 +429,5 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         number(health.rss_before_load_bytes) / 1048576.0,
         number(health.max_sched_lag_ns) / 1e6,
         health.backpressure_events.unwrap_or(0),
-    );
-    Ok(ExitCode::SUCCESS)
+    )
 }
