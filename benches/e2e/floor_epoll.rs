@@ -22,13 +22,14 @@ use crate::floor_parse::Parse;
 use crate::floor_tls;
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd};
+use tokentrace_recorder::epoll::Epoll;
 
 /// Ready sockets taken per `epoll_wait`.
 const MAX_EVENTS: usize = 1024;
 
-/// `epoll_wait` timeout, ms: only to notice a stalled run.
-const WAIT_MS: i32 = 1000;
+/// `epoll_wait` timeout: only to notice a stalled run.
+const WAIT: std::time::Duration = std::time::Duration::from_millis(1000);
 
 /// Give up when no byte arrived for this long (ns).
 const STALL_NS: u64 = 60_000_000_000;
@@ -43,56 +44,6 @@ fn mono_ns() -> u64 {
     // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// An epoll instance.
-struct Epoll(OwnedFd);
-
-impl Epoll {
-    fn new() -> io::Result<Epoll> {
-        // SAFETY: plain system call; the fd is owned below.
-        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is a fresh descriptor nobody else owns.
-        Ok(Epoll(unsafe { OwnedFd::from_raw_fd(fd) }))
-    }
-
-    fn ctl(&self, op: libc::c_int, fd: RawFd, events: u32, slot: usize) -> io::Result<()> {
-        let mut event = libc::epoll_event {
-            events,
-            u64: slot as u64,
-        };
-        // SAFETY: both fds are open; `event` is valid for the call.
-        let rc = unsafe { libc::epoll_ctl(self.0.as_raw_fd(), op, fd, &mut event) };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
-    }
-
-    /// Ready events into `events`; 0 on timeout or interruption.
-    fn wait(&self, events: &mut [libc::epoll_event]) -> io::Result<usize> {
-        // SAFETY: `events` is writable for `events.len()` entries.
-        let n = unsafe {
-            libc::epoll_wait(
-                self.0.as_raw_fd(),
-                events.as_mut_ptr(),
-                events.len() as libc::c_int,
-                WAIT_MS,
-            )
-        };
-        if n < 0 {
-            let err = io::Error::last_os_error();
-            return if err.kind() == io::ErrorKind::Interrupted {
-                Ok(0)
-            } else {
-                Err(err)
-            };
-        }
-        Ok(n as usize)
-    }
 }
 
 /// One stream's connection and the response in flight on it.
@@ -244,7 +195,7 @@ impl Floor<'_> {
             };
             let fd = stream.as_raw_fd();
             self.epoll
-                .ctl(libc::EPOLL_CTL_ADD, fd, interest as u32, slot)?;
+                .ctl(libc::EPOLL_CTL_ADD, fd, interest as u32, slot as u64)?;
             Ok(Conn {
                 stream,
                 tls,
@@ -306,7 +257,7 @@ impl Floor<'_> {
                     conn.connecting = false;
                     let fd = conn.stream.as_raw_fd();
                     self.epoll
-                        .ctl(libc::EPOLL_CTL_MOD, fd, libc::EPOLLIN as u32, slot)?;
+                        .ctl(libc::EPOLL_CTL_MOD, fd, libc::EPOLLIN as u32, slot as u64)?;
                     Outcome::Connected
                 }
                 Ok(Some(_)) | Err(_) => Outcome::Failed,
@@ -429,7 +380,7 @@ pub fn run(args: &FloorArgs) -> io::Result<(Vec<Arrivals>, u64)> {
     let mut buf = vec![0u8; READ_BUF];
     let mut last_read = mono_ns();
     while floor.live > 0 {
-        let n = floor.epoll.wait(&mut events)?;
+        let n = floor.epoll.wait(&mut events, WAIT)?;
         if n == 0 {
             if mono_ns().saturating_sub(last_read) > STALL_NS {
                 return Err(io::Error::other(format!(

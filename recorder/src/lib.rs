@@ -8,6 +8,7 @@
 pub mod body;
 pub mod calibrate;
 pub mod config;
+pub mod epoll;
 pub mod error;
 pub mod h1;
 pub mod health;

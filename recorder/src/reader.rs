@@ -13,6 +13,7 @@
 //! cancel receiver it selects on) and often wakes the other worker thread. docs/PERFORMANCE.md
 //! measures the difference.
 
+use crate::epoll::Epoll;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::io;
@@ -68,7 +69,12 @@ impl<C: Send + 'static> Reader<C> {
     pub fn spawn(ctx: C, tick_every: Option<Duration>) -> io::Result<Reader<C>> {
         let epoll = Epoll::new()?;
         let wake = std::sync::Arc::new(EventFd::new()?);
-        epoll.ctl(libc::EPOLL_CTL_ADD, wake.0.as_raw_fd(), WAKE_TOKEN)?;
+        epoll.ctl(
+            libc::EPOLL_CTL_ADD,
+            wake.0.as_raw_fd(),
+            READABLE,
+            WAKE_TOKEN,
+        )?;
         let (tx, rx) = mpsc::channel();
         let thread_wake = wake.clone();
         let thread = std::thread::Builder::new()
@@ -117,6 +123,10 @@ impl<C> Drop for Reader<C> {
         }
     }
 }
+
+/// What the reader waits for on every descriptor (level-triggered: a socket with bytes left
+/// after a read is reported again by the next wait, so one read per readiness loses nothing).
+const READABLE: u32 = (libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
 
 /// The epoll token of the wake-up eventfd (a stream's token is its slot and generation, never
 /// this).
@@ -289,7 +299,10 @@ impl<C> Loop<C> {
         };
         let generation = self.slots[slot as usize].1.wrapping_add(1);
         let token = u64::from(generation) << 32 | u64::from(slot);
-        if let Err(err) = self.epoll.ctl(libc::EPOLL_CTL_ADD, tenant.fd(), token) {
+        if let Err(err) = self
+            .epoll
+            .ctl(libc::EPOLL_CTL_ADD, tenant.fd(), READABLE, token)
+        {
             // The socket cannot be watched: the response cannot be read here.
             self.free.push(slot);
             tenant.unwatchable(&self.ctx, &err);
@@ -346,7 +359,7 @@ impl<C> Loop<C> {
         };
         // Out of this epoll before its task can register the socket with tokio again. A
         // failure leaves nothing to undo: the socket goes back (or is closed) either way.
-        let _ = self.epoll.ctl(libc::EPOLL_CTL_DEL, tenant.fd(), 0);
+        let _ = self.epoll.ctl(libc::EPOLL_CTL_DEL, tenant.fd(), 0, 0);
         self.by_key.remove(&tenant.key());
         self.free.push(slot);
         tenant.hand_back();
@@ -367,59 +380,6 @@ impl<C> Loop<C> {
                 Some((Some(tenant), held)) if held == generation && tenant.deadline() == *at
             )
         });
-    }
-}
-
-/// An epoll instance (level-triggered: a socket with bytes left after a read is reported
-/// again by the next wait, so one read per readiness loses nothing).
-struct Epoll(OwnedFd);
-
-impl Epoll {
-    fn new() -> io::Result<Epoll> {
-        // SAFETY: a plain system call; the descriptor is owned below.
-        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is a fresh descriptor nobody else owns.
-        Ok(Epoll(unsafe { OwnedFd::from_raw_fd(fd) }))
-    }
-
-    fn ctl(&self, op: libc::c_int, fd: RawFd, token: u64) -> io::Result<()> {
-        let mut event = libc::epoll_event {
-            events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32,
-            u64: token,
-        };
-        // SAFETY: both descriptors are open; `event` is valid for the call.
-        let rc = unsafe { libc::epoll_ctl(self.0.as_raw_fd(), op, fd, &mut event) };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
-    }
-
-    /// Ready events into `events`, waiting at most `timeout` (rounded up to a millisecond);
-    /// 0 on timeout or interruption.
-    fn wait(&self, events: &mut [libc::epoll_event], timeout: Duration) -> io::Result<usize> {
-        let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int;
-        // SAFETY: `events` is writable for `events.len()` entries.
-        let n = unsafe {
-            libc::epoll_wait(
-                self.0.as_raw_fd(),
-                events.as_mut_ptr(),
-                events.len() as libc::c_int,
-                ms,
-            )
-        };
-        if n < 0 {
-            let err = io::Error::last_os_error();
-            return if err.kind() == io::ErrorKind::Interrupted {
-                Ok(0)
-            } else {
-                Err(err)
-            };
-        }
-        Ok(n as usize)
     }
 }
 

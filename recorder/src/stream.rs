@@ -241,30 +241,36 @@ struct StreamState {
 
 impl StreamState {
     fn new(ctx: &StreamContext, spec: &RequestSpec) -> StreamState {
+        let meta = RequestMeta {
+            id: spec.id,
+            phase: spec.phase,
+            trial: ctx.trial,
+            intended_ns: spec.intended_ns,
+            send_ns: 0,
+            headers_ns: None,
+            end_ns: 0,
+            http_status: 0,
+            outcome: Outcome::Ok,
+            error: None,
+            usage: Usage::default(),
+            finish_reason: None,
+            prompt_hash: spec.prompt_hash,
+            prompt_bytes: spec.prompt_bytes,
+            output_hash: 0,
+            output_bytes: 0,
+            planned_input_tokens: spec.planned_input_tokens,
+            response_headers: Vec::new(),
+            retries: 0,
+        };
+        StreamState::with_meta(ctx, meta, ctx.chunk_capacity)
+    }
+
+    /// A request's state before its first read: `meta`, room for `chunks` chunks.
+    fn with_meta(ctx: &StreamContext, meta: RequestMeta, chunks: usize) -> StreamState {
         StreamState {
             record: PackedRecord {
-                meta: RequestMeta {
-                    id: spec.id,
-                    phase: spec.phase,
-                    trial: ctx.trial,
-                    intended_ns: spec.intended_ns,
-                    send_ns: 0,
-                    headers_ns: None,
-                    end_ns: 0,
-                    http_status: 0,
-                    outcome: Outcome::Ok,
-                    error: None,
-                    usage: Usage::default(),
-                    finish_reason: None,
-                    prompt_hash: spec.prompt_hash,
-                    prompt_bytes: spec.prompt_bytes,
-                    output_hash: 0,
-                    output_bytes: 0,
-                    planned_input_tokens: spec.planned_input_tokens,
-                    response_headers: Vec::new(),
-                    retries: 0,
-                },
-                chunks: PackedChunks::with_capacity(ctx.chunk_capacity),
+                meta,
+                chunks: PackedChunks::with_capacity(chunks),
             },
             parser: SseParser::new(ctx.line_limit),
             sink: OutputSink::new(ctx.capture == Capture::Text),
@@ -280,20 +286,7 @@ impl StreamState {
     /// The state of a request whose streaming state was lost (the stream reader died with it):
     /// what it knew when the body began, no chunks.
     fn lost(ctx: &StreamContext, meta: RequestMeta) -> Box<StreamState> {
-        Box::new(StreamState {
-            record: PackedRecord {
-                meta,
-                chunks: PackedChunks::with_capacity(0),
-            },
-            parser: SseParser::new(ctx.line_limit),
-            sink: OutputSink::new(false),
-            reads: 0,
-            done: false,
-            first_output: false,
-            last_completion_tokens: None,
-            checkpointed: 0,
-            any_checkpoint: false,
-        })
+        Box::new(StreamState::with_meta(ctx, meta, 0))
     }
 
     /// Hands the writer what arrived since the last checkpoint (never waits: a full channel
