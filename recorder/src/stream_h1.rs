@@ -132,7 +132,10 @@ impl StreamState {
                 let key = self.record.meta.id;
                 // What is recorded should the reader thread die with the response (a bug).
                 let meta = self.record.meta.clone();
-                conn.detach();
+                if let Err(err) = conn.detach() {
+                    self.read_failed(ctx, &conn, &err);
+                    return (self, true);
+                }
                 let (reply, back) = oneshot::channel();
                 let streaming = Box::new(Streaming {
                     state: self,

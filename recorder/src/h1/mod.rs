@@ -132,8 +132,21 @@ impl Conn {
     }
 
     /// Takes the socket out of tokio's reactor, for the stream reader ([`crate::reader`]).
-    pub fn detach(&mut self) {
+    /// An error tokio-rustls set aside in an earlier read (it keeps one for the next read when
+    /// a read had bytes to return first) is returned instead: reading rustls directly from now
+    /// on, the reader would never see it.
+    pub fn detach(&mut self) -> io::Result<()> {
+        if let Io::Tls(tls) = &mut self.io {
+            // An empty read returns the set-aside error, if any, and consumes nothing; what it
+            // may read from the socket stays in rustls, which the reader drains first.
+            let mut cx = Context::from_waker(std::task::Waker::noop());
+            let mut nothing = ReadBuf::new(&mut []);
+            if let Poll::Ready(Err(err)) = Pin::new(tls.as_mut()).poll_read(&mut cx, &mut nothing) {
+                return Err(err);
+            }
+        }
         self.timed().detach();
+        Ok(())
     }
 
     /// Gives the socket back to tokio's reactor, for the connection's next request.
