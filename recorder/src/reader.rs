@@ -42,7 +42,7 @@ pub trait Tenant<C>: Send {
     fn expired(&mut self, ctx: &C);
     /// The run was interrupted: the response ends as cancelled.
     fn cancelled(&mut self, ctx: &C);
-    /// The checkpoint period passed.
+    /// A share of the tick period passed: the body checkpoints if its own tick is due.
     fn tick(&mut self, ctx: &C);
     /// The socket could not be watched, or the reader failed on this response: it ends with
     /// `error`.
@@ -67,7 +67,7 @@ pub struct Reader<C> {
 
 impl<C: Send + 'static> Reader<C> {
     /// Starts the reader thread; `ctx` is what its streams share (the reader's own copy),
-    /// `tick_every` the period of [`Tenant::tick`] (None: never).
+    /// `tick_every` the period each body's ticks are due at (None: no ticks).
     pub fn spawn(ctx: C, tick_every: Option<Duration>) -> io::Result<Reader<C>> {
         let epoll = Epoll::new()?;
         let wake = std::sync::Arc::new(EventFd::new()?);
@@ -155,19 +155,17 @@ struct Loop<C> {
     /// (deadline, slot, generation), earliest first; an entry whose stream has moved its
     /// deadline (or gone) is skipped when it comes up.
     deadlines: BinaryHeap<Reverse<(Instant, u32, u32)>>,
-    /// The period between two sub-ticks (a [`TICK_PHASES`]th of a tenant's tick period) and
-    /// the next sub-tick.
+    /// The period between two ticks (a [`TICK_DIVISIONS`]th of the tick period a body asks
+    /// for) and the next tick.
     ticks: Option<(Duration, Instant)>,
-    /// Which share of the slots the next sub-tick ticks.
-    phase: usize,
     closing: bool,
 }
 
-/// A tenant's ticks are spread over this many sub-ticks, each ticking the slots of one phase
-/// (slot number modulo this): every tenant still ticks once a period, but the checkpoint copies
-/// of a thousand streams do not all land on the writer at one instant, which raised the peak
-/// memory by about 5 KiB a stream at 1,024 streams (docs/PERFORMANCE.md, *The stream reader*).
-const TICK_PHASES: usize = 8;
+/// Every body is asked this many times per tick period whether its own tick is due: each
+/// checkpoints on its own clock (`every` after its start or its last checkpoint, as in its
+/// task), at most an eighth of a period late, so a body shorter than a period makes no
+/// checkpoint, and a thousand bodies do not all checkpoint at one instant.
+const TICK_DIVISIONS: u32 = 8;
 
 impl<C> Loop<C> {
     fn new(
@@ -179,7 +177,7 @@ impl<C> Loop<C> {
     ) -> Loop<C> {
         let ticks = tick_every.map(|every| {
             // At least a millisecond: a tick period of a few nanoseconds would spin the thread.
-            let sub = (every / TICK_PHASES as u32).max(Duration::from_millis(1));
+            let sub = (every / TICK_DIVISIONS).max(Duration::from_millis(1));
             (sub, Instant::now() + sub)
         });
         Loop {
@@ -192,7 +190,6 @@ impl<C> Loop<C> {
             by_key: HashMap::new(),
             deadlines: BinaryHeap::new(),
             ticks,
-            phase: 0,
             closing: false,
         }
     }
@@ -236,7 +233,7 @@ impl<C> Loop<C> {
         }
     }
 
-    /// Ticks the slots of the next phase when a sub-tick is due by `now`.
+    /// Asks every body held whether its tick is due, when a tick is due by `now`.
     fn tick_due(&mut self, now: Instant) {
         let Some((sub, next)) = self.ticks else {
             return;
@@ -244,10 +241,8 @@ impl<C> Loop<C> {
         if now < next {
             return;
         }
-        let phase = self.phase;
         let mut failed = Vec::new();
-        let due = self.slots.iter_mut().enumerate().skip(phase);
-        for (slot, (tenant, _)) in due.step_by(TICK_PHASES) {
+        for (slot, (tenant, _)) in self.slots.iter_mut().enumerate() {
             if let Some(tenant) = tenant {
                 if guarded(&self.ctx, tenant.as_mut(), |t, ctx| t.tick(ctx)).is_none() {
                     failed.push(slot as u32);
@@ -257,7 +252,6 @@ impl<C> Loop<C> {
         for slot in failed {
             self.release(slot);
         }
-        self.phase = (phase + 1) % TICK_PHASES;
         self.ticks = Some((sub, now + sub));
     }
 

@@ -182,8 +182,21 @@ fn finished_bodies_leave_no_deadlines_behind() {
     assert_eq!(held.slots[0].1, 5000);
 }
 
+/// A loop to drive by hand, without its thread.
+fn by_hand(tick_every: Option<Duration>) -> Loop<()> {
+    let (_tx, rx) = std::sync::mpsc::channel();
+    let wake = std::sync::Arc::new(EventFd::new().unwrap());
+    Loop::new((), Epoll::new().unwrap(), wake, rx, tick_every)
+}
+
+/// The token of the body `key` holds.
+fn token_of(held: &Loop<()>, key: u64) -> u64 {
+    let slot = held.by_key[&key];
+    u64::from(held.slots[slot as usize].1) << 32 | u64::from(slot)
+}
+
 #[test]
-fn each_sub_tick_ticks_one_phase_of_the_slots() {
+fn every_tick_asks_every_body() {
     let every = Duration::from_millis(80);
     let mut held = by_hand(Some(every));
     let (back_tx, _back) = std::sync::mpsc::channel();
@@ -197,30 +210,15 @@ fn each_sub_tick_ticks_one_phase_of_the_slots() {
     }
     let start = Instant::now();
     held.tick_due(start);
-    assert!(log.lock().unwrap().is_empty(), "no sub-tick due yet");
-    let sub = every / TICK_PHASES as u32 + Duration::from_millis(1);
+    assert!(log.lock().unwrap().is_empty(), "no tick due yet");
+    let sub = every / TICK_DIVISIONS + Duration::from_millis(1);
     held.tick_due(start + sub);
-    // Slots were handed out in order: the first phase is slots (keys) 0, 8 and 16.
-    assert_eq!(*log.lock().unwrap(), vec![0, 8, 16]);
-    for n in 2..=TICK_PHASES as u32 {
-        held.tick_due(start + sub * n);
-    }
-    let mut ticked = log.lock().unwrap().clone();
-    ticked.sort();
-    assert_eq!(ticked, (0..20).collect::<Vec<u64>>(), "each once a period");
-}
-
-/// A loop to drive by hand, without its thread.
-fn by_hand(tick_every: Option<Duration>) -> Loop<()> {
-    let (_tx, rx) = std::sync::mpsc::channel();
-    let wake = std::sync::Arc::new(EventFd::new().unwrap());
-    Loop::new((), Epoll::new().unwrap(), wake, rx, tick_every)
-}
-
-/// The token of the body `key` holds.
-fn token_of(held: &Loop<()>, key: u64) -> u64 {
-    let slot = held.by_key[&key];
-    u64::from(held.slots[slot as usize].1) << 32 | u64::from(slot)
+    let mut asked = log.lock().unwrap().clone();
+    asked.sort();
+    assert_eq!(asked, (0..20).collect::<Vec<u64>>(), "each body asked once");
+    // Not again before the next tick is due.
+    held.tick_due(start + sub + Duration::from_millis(1));
+    assert_eq!(log.lock().unwrap().len(), 20);
 }
 
 #[test]

@@ -21,11 +21,6 @@ use tokio::time::Instant;
 
 #[path = "stream_reader.rs"]
 mod reader;
-use reader::Streaming;
-
-/// How long a cancelled request waits for the stream reader to hand its response back (it
-/// does so at its next wake-up; only a reader that died takes longer).
-const CANCEL_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Why an exchange stopped before its body.
 enum Broken {
@@ -129,52 +124,8 @@ impl StreamState {
         drop(rest);
         match &ctx.reader {
             Some(reader) => {
-                let key = self.record.meta.id;
-                // What is recorded should the reader thread die with the response (a bug).
-                let meta = self.record.meta.clone();
-                if let Err(err) = conn.detach() {
-                    self.read_failed(ctx, &conn, &err);
-                    return (self, true);
-                }
-                let (reply, back) = oneshot::channel();
-                let streaming = Box::new(Streaming {
-                    state: self,
-                    conn,
-                    body,
-                    reuse: false,
-                    reply: Some(reply),
-                });
-                if let Err(mut tenant) = reader.adopt(streaming) {
-                    // The reader thread is gone (it stops only when the run ends).
-                    let gone = io::Error::other("the stream reader has stopped");
-                    tenant.unwatchable(ctx, &gone);
-                    tenant.hand_back();
-                }
-                let mut back = back;
-                let returned = tokio::select! {
-                    biased;
-                    returned = &mut back => returned.ok(),
-                    _ = &mut cancel => {
-                        reader.cancel(key);
-                        // Comes back from the reader at its next wake-up; the bound is only
-                        // for a reader that died.
-                        let returned = tokio::time::timeout(CANCEL_LIMIT, &mut back).await;
-                        returned.ok().and_then(Result::ok)
-                    }
-                };
-                match returned {
-                    Some(streaming) => streaming.finish(pool),
-                    // Dropped unanswered: the reader thread died holding the response.
-                    None => {
-                        let mut lost = StreamState::lost(ctx, meta);
-                        lost.fail(
-                            Outcome::StreamError,
-                            "the stream reader stopped while reading the body".into(),
-                        );
-                        lost.record.meta.end_ns = ctx.now_ns();
-                        (lost, true)
-                    }
-                }
+                let started = (conn, body, next_tick);
+                reader::stream_on_reader(self, ctx, pool, reader, started, cancel).await
             }
             None => {
                 let reuse = {

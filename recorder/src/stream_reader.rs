@@ -5,7 +5,7 @@
 
 use super::{BodyRead, Step};
 use crate::h1::{Conn, Pool};
-use crate::reader::Tenant;
+use crate::reader::{Reader, Tenant};
 use crate::stream::{StreamContext, StreamState};
 use std::io;
 use std::os::fd::RawFd;
@@ -13,22 +13,88 @@ use tokentrace_format::Outcome;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+/// How long a cancelled request waits for the stream reader to hand its response back (it
+/// does so at its next wake-up; only a reader that died takes longer).
+const CANCEL_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Hands a started body (its connection, read state and next checkpoint time) to the stream
+/// reader and waits for it to come back (or for `cancel`, which the reader then records); the
+/// state, and true (the request ran its course).
+pub(super) async fn stream_on_reader(
+    state: Box<StreamState>,
+    ctx: &StreamContext,
+    pool: &Pool,
+    reader: &Reader<StreamContext>,
+    (mut conn, body, next_tick): (Conn, BodyRead, Instant),
+    mut cancel: oneshot::Receiver<()>,
+) -> (Box<StreamState>, bool) {
+    let mut state = state;
+    let key = state.record.meta.id;
+    // What is recorded should the reader thread die with the response (a bug).
+    let meta = state.record.meta.clone();
+    if let Err(err) = conn.detach() {
+        state.read_failed(ctx, &conn, &err);
+        return (state, true);
+    }
+    let (reply, mut back) = oneshot::channel();
+    let streaming = Box::new(Streaming {
+        state,
+        conn,
+        body,
+        next_tick,
+        reuse: false,
+        reply: Some(reply),
+    });
+    if let Err(mut tenant) = reader.adopt(streaming) {
+        // The reader thread is gone (it stops only when the run ends).
+        let gone = io::Error::other("the stream reader has stopped");
+        tenant.unwatchable(ctx, &gone);
+        tenant.hand_back();
+    }
+    let returned = tokio::select! {
+        biased;
+        returned = &mut back => returned.ok(),
+        _ = &mut cancel => {
+            reader.cancel(key);
+            // Comes back from the reader at its next wake-up; the bound is only for a reader
+            // that died.
+            let returned = tokio::time::timeout(CANCEL_LIMIT, &mut back).await;
+            returned.ok().and_then(Result::ok)
+        }
+    };
+    match returned {
+        Some(streaming) => streaming.finish(pool),
+        // Dropped unanswered: the reader thread died holding the response.
+        None => {
+            let mut lost = StreamState::lost(ctx, meta);
+            lost.fail(
+                Outcome::StreamError,
+                "the stream reader stopped while reading the body".into(),
+            );
+            lost.record.meta.end_ns = ctx.now_ns();
+            (lost, true)
+        }
+    }
+}
+
 /// A streaming response on its way through the reader.
-pub(in crate::stream) struct Streaming {
-    pub(super) state: Box<StreamState>,
-    pub(super) conn: Conn,
-    pub(super) body: BodyRead,
+struct Streaming {
+    state: Box<StreamState>,
+    conn: Conn,
+    body: BodyRead,
+    /// When its next checkpoint is due (from its start or its last checkpoint, as in its task).
+    next_tick: Instant,
     /// Set when the body ended whole and the connection may carry another request.
-    pub(super) reuse: bool,
+    reuse: bool,
     /// Where the response goes back to its task.
-    pub(super) reply: Option<oneshot::Sender<Box<Streaming>>>,
+    reply: Option<oneshot::Sender<Box<Streaming>>>,
 }
 
 impl Streaming {
     /// Back in the request's task: the connection returns to tokio's reactor and the pool when
     /// it may carry another request. The state, and true (the request ran its course:
     /// a cancellation was recorded by the reader).
-    pub(super) fn finish(self, pool: &Pool) -> (Box<StreamState>, bool) {
+    fn finish(self, pool: &Pool) -> (Box<StreamState>, bool) {
         let Streaming {
             state,
             mut conn,
@@ -108,7 +174,11 @@ impl Tenant<StreamContext> for Streaming {
     }
 
     fn tick(&mut self, ctx: &StreamContext) {
-        self.state.checkpoint(ctx);
+        let now = Instant::now();
+        if now >= self.next_tick {
+            self.state.checkpoint(ctx);
+            self.next_tick = ctx.next_checkpoint(now);
+        }
     }
 
     fn unwatchable(&mut self, ctx: &StreamContext, error: &io::Error) {
