@@ -154,7 +154,82 @@ fn bench(c: &mut Criterion) {
     });
     group.finish();
 
+    round_robin(c, &reads);
+
     c.bench_function("clock/mono_now_ns", |b| b.iter(|| black_box(mono_now_ns())));
+}
+
+/// One stream's receive-path state, as each open stream holds it.
+struct StreamParse {
+    parser: SseParser,
+    sink: OutputSink,
+    chunks: PackedChunks,
+}
+
+/// The hot path with its state cold: `streams` streams each receive one event in turn, in a
+/// shuffled order, as a reader over many connections meets them, so between two events of one stream every other
+/// stream's parser, hash state and chunk columns pass through the caches. Per event, the
+/// difference from one stream is what a cold state costs.
+fn round_robin(c: &mut Criterion, reads: &[&[u8]]) {
+    let mut group = c.benchmark_group("sse/hot_path_round_robin");
+    for streams in [1usize, 64, 1024, 4096] {
+        let events = reads.len() * streams;
+        group.throughput(Throughput::Elements(events as u64));
+        // Streams become readable in no order the memory layout predicts.
+        let mut order: Vec<usize> = (0..streams).collect();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for i in (1..streams).rev() {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            order.swap(i, (seed >> 33) as usize % (i + 1));
+        }
+        group.bench_function(streams.to_string(), |b| {
+            b.iter_batched_ref(
+                || {
+                    (0..streams)
+                        .map(|_| StreamParse {
+                            parser: SseParser::default(),
+                            sink: OutputSink::new(false),
+                            chunks: PackedChunks::with_capacity(reads.len() + 8),
+                        })
+                        .collect::<Vec<_>>()
+                },
+                |states| {
+                    for (read_index, read) in reads.iter().enumerate() {
+                        for &i in &order {
+                            let state = &mut states[i];
+                            let arrival_ns = mono_now_ns();
+                            let StreamParse {
+                                parser,
+                                sink,
+                                chunks,
+                            } = state;
+                            parser
+                                .feed(read, |e| {
+                                    let mut chunk = ChunkRecord::unclassified(
+                                        arrival_ns,
+                                        read_index as u32,
+                                        e.wire_bytes,
+                                    );
+                                    if e.is_done() {
+                                        chunk.channel = Channel::Done;
+                                    } else if let Ok(c) = classify(e.data, sink) {
+                                        chunk.channel = c.channel;
+                                        chunk.text_len = c.text_len;
+                                        chunk.tokens = c.usage.and_then(|u| u.completion_tokens);
+                                    }
+                                    chunks.push(chunk);
+                                })
+                                .unwrap();
+                        }
+                    }
+                },
+                criterion::BatchSize::LargeInput,
+            )
+        });
+    }
+    group.finish();
 }
 
 criterion_group!(benches, bench);

@@ -69,6 +69,9 @@ pub struct OutputSink {
     pub captured: String,
     /// Reused buffer for unescaping text in the fast scanner.
     pub(crate) scratch: Vec<u8>,
+    /// The opening bytes of this stream's last event that the fast scanner found to hold only
+    /// fields it ignores; a next event opening with the same bytes is scanned from after them.
+    pub(crate) known_head: Vec<u8>,
 }
 
 impl OutputSink {
@@ -80,6 +83,7 @@ impl OutputSink {
             capture,
             captured: String::new(),
             scratch: Vec::new(),
+            known_head: Vec::new(),
         }
     }
 

@@ -1,8 +1,9 @@
-//! A targeted JSON scanner for the common stream chunk shapes, about 1.7 times cheaper than
-//! the serde walk. It validates everything it passes over, and whenever it meets something it
-//! is not sure to treat exactly as the serde path would (an unusual type, a float where a count
-//! belongs, a lone surrogate, deep nesting, many text fields…) it gives up and the serde path
-//! decides. Text reaches the sink only once the whole event has been scanned successfully.
+//! A targeted JSON scanner for the common stream chunk shapes, cheaper than the serde walk
+//! (docs/PERFORMANCE.md, *Receive path per SSE event*). It validates everything it passes
+//! over, and whenever it meets something it is not sure to treat exactly as the serde path
+//! would (an unusual type, a float where a count belongs, a lone surrogate, deep nesting, many
+//! text fields…) it gives up and the serde path decides. Text reaches the sink only once the
+//! whole event has been scanned successfully.
 
 use super::{FinishReason, OutputSink, Scan};
 use json::{unescape, Bail, Cursor, R};
@@ -22,38 +23,51 @@ pub(crate) enum Kind {
     Tool,
 }
 
-/// Where a text field's bytes are: in the input, or decoded into the scratch buffer.
+/// Where a text field's bytes are: in the input (checked UTF-8 already), or decoded into the
+/// scratch buffer.
 #[derive(Clone, Copy)]
-pub(crate) struct Segment {
-    kind: Kind,
-    scratch: bool,
-    start: usize,
-    end: usize,
+pub(crate) enum Segment<'a> {
+    Input(Kind, &'a str),
+    Scratch(Kind, usize, usize),
 }
 
 /// Scan `data` into `scan`; on success the event's text has been fed to `sink`.
+///
+/// The events of one stream mostly open with the same bytes (`{"id":…,"object":…,"created":…,
+/// "model":…,` from vLLM, SGLang, OpenAI and TGI alike), fields the classification ignores. The
+/// longest such run of whole top-level fields the last event opened with is kept in the sink
+/// ([`OutputSink::known_head`]); an event opening with those very bytes starts its scan after
+/// them. The scan is a function of the bytes alone and those fields leave nothing in `scan`,
+/// so it ends exactly as a scan from the first byte would: same result, same bail-outs.
 pub(crate) fn scan(data: &[u8], scan: &mut Scan, sink: &mut OutputSink) -> R<()> {
     let mut scratch = std::mem::take(&mut sink.scratch);
     scratch.clear();
+    let known = sink.known_head.len();
+    let resume = known > 0 && data.starts_with(&sink.known_head);
     let mut cur = Cursor {
         data,
-        pos: 0,
+        pos: if resume { known } else { 0 },
         scratch: &mut scratch,
         segments: [None; MAX_SEGMENTS],
         count: 0,
     };
-    let result = cur.event(scan);
+    let result = cur.event(scan, resume);
     let segments = cur.segments;
-    if result.is_ok() {
+    if let Ok(head) = result {
+        if head > 0 && head != known {
+            sink.known_head.clear();
+            sink.known_head.extend_from_slice(&data[..head]);
+        }
         for seg in segments.iter().flatten() {
-            let bytes = if seg.scratch {
-                &scratch[seg.start..seg.end]
-            } else {
-                &data[seg.start..seg.end]
+            let (kind, text) = match *seg {
+                Segment::Input(kind, text) => (kind, text),
+                // Checked when the segment was taken.
+                Segment::Scratch(kind, start, end) => (
+                    kind,
+                    std::str::from_utf8(&scratch[start..end]).unwrap_or_default(),
+                ),
             };
-            // Checked when the segment was taken.
-            let text = std::str::from_utf8(bytes).unwrap_or_default();
-            let slot = match seg.kind {
+            let slot = match kind {
                 Kind::Reasoning => &mut scan.reasoning_len,
                 Kind::Content => &mut scan.content_len,
                 Kind::Tool => &mut scan.tool_len,
@@ -63,10 +77,10 @@ pub(crate) fn scan(data: &[u8], scan: &mut Scan, sink: &mut OutputSink) -> R<()>
         }
     }
     sink.scratch = scratch;
-    result
+    result.map(|_| ())
 }
 
-impl Cursor<'_, '_> {
+impl<'a> Cursor<'a, '_> {
     /// A text field: a string (kept as a segment) or null.
     fn text(&mut self, kind: Kind) -> R<()> {
         if self.null()? {
@@ -84,51 +98,75 @@ impl Cursor<'_, '_> {
             let from = self.scratch.len();
             unescape(&self.data[start..end], self.scratch)?;
             std::str::from_utf8(&self.scratch[from..]).map_err(|_| Bail)?;
-            Segment {
-                kind,
-                scratch: true,
-                start: from,
-                end: self.scratch.len(),
-            }
+            Segment::Scratch(kind, from, self.scratch.len())
         } else {
-            std::str::from_utf8(&self.data[start..end]).map_err(|_| Bail)?;
-            Segment {
+            let data: &'a [u8] = self.data;
+            Segment::Input(
                 kind,
-                scratch: false,
-                start,
-                end,
-            }
+                std::str::from_utf8(&data[start..end]).map_err(|_| Bail)?,
+            )
         };
         self.segments[self.count] = Some(segment);
         self.count += 1;
         Ok(())
     }
 
-    fn event(&mut self, scan: &mut Scan) -> R<()> {
-        if self.peek()? != b'{' {
-            return Err(Bail);
+    /// The whole event (`resumed`: the cursor is past a known head, at the next top-level
+    /// key); the end of its head: the bytes up to the comma after the last of its leading
+    /// top-level fields that the classification ignores (0 when it opens with one it reads).
+    fn event(&mut self, scan: &mut Scan, resumed: bool) -> R<usize> {
+        let mut head = 0;
+        if resumed {
+            head = self.pos;
+        } else {
+            self.eat(b'{')?;
+            if self.peek()? == b'}' {
+                self.pos += 1;
+                return self.end().map(|()| 0);
+            }
         }
-        self.object(|c, key| match key {
-            b"choices" => {
-                if c.null()? {
-                    return Ok(());
+        let mut in_head = true;
+        loop {
+            let key = self.key()?;
+            match key {
+                b"choices" => {
+                    in_head = false;
+                    if !self.null()? {
+                        self.array(|c| c.choice(scan))?;
+                    }
                 }
-                c.array(|c| c.choice(scan))
-            }
-            b"usage" => {
-                scan.usage = c.usage()?;
-                Ok(())
-            }
-            b"error" => {
-                // `"error": null` (sent by some gateways on every chunk) is no error.
-                if c.null()? {
-                    return Ok(());
+                b"usage" => {
+                    in_head = false;
+                    scan.usage = self.usage()?;
                 }
-                scan.error = true;
-                c.skip(1)
+                b"error" => {
+                    in_head = false;
+                    // `"error": null` (sent by some gateways on every chunk) is no error.
+                    if !self.null()? {
+                        scan.error = true;
+                        self.skip(1)?;
+                    }
+                }
+                _ => self.skip(1)?,
             }
-            _ => c.skip(1),
-        })?;
+            match self.peek()? {
+                b',' => {
+                    self.pos += 1;
+                    if in_head {
+                        head = self.pos;
+                    }
+                }
+                b'}' => {
+                    self.pos += 1;
+                    return self.end().map(|()| head);
+                }
+                _ => return Err(Bail),
+            }
+        }
+    }
+
+    /// Nothing but whitespace after the event's object.
+    fn end(&mut self) -> R<()> {
         self.ws();
         if self.pos == self.data.len() {
             Ok(())

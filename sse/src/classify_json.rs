@@ -17,7 +17,7 @@ pub(crate) struct Cursor<'a, 's> {
     pub(crate) data: &'a [u8],
     pub(crate) pos: usize,
     pub(crate) scratch: &'s mut Vec<u8>,
-    pub(crate) segments: [Option<Segment>; MAX_SEGMENTS],
+    pub(crate) segments: [Option<Segment<'a>>; MAX_SEGMENTS],
     pub(crate) count: usize,
 }
 
@@ -210,15 +210,30 @@ impl<'a> Cursor<'a, '_> {
         Ok(())
     }
 
-    /// A count: a plain non-negative integer that fits u32, or null.
+    /// A count: a plain non-negative integer that fits u32, or null. Its digits are added up
+    /// as they are passed; a sign, fraction or exponent is left to serde, and a leading zero
+    /// ends the number there, as the JSON grammar has it.
     pub(crate) fn count(&mut self) -> R<Option<u32>> {
         if self.null()? {
             return Ok(None);
         }
+        let mut value: u32 = 0;
         let start = self.pos;
-        self.number()?;
-        let text = std::str::from_utf8(&self.data[start..self.pos]).map_err(|_| Bail)?;
-        text.parse::<u32>().map(Some).map_err(|_| Bail)
+        while let Some(&d) = self.data.get(self.pos).filter(|d| d.is_ascii_digit()) {
+            value = value
+                .checked_mul(10)
+                .and_then(|v| v.checked_add(u32::from(d - b'0')))
+                .ok_or(Bail)?;
+            self.pos += 1;
+            if self.pos - start == 1 && d == b'0' {
+                break;
+            }
+        }
+        match self.data.get(self.pos) {
+            _ if self.pos == start => Err(Bail),
+            Some(b'.' | b'e' | b'E') => Err(Bail),
+            _ => Ok(Some(value)),
+        }
     }
 }
 

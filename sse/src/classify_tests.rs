@@ -315,6 +315,48 @@ mod fast_matches_serde {
             }
         }
 
+        /// One sink across a stream, as in the recorder: events that open with the same
+        /// ignored fields (scanned from after them once known), a head that changes midway, and
+        /// events damaged anywhere, in the head too. Event by event, `classify` gives what the
+        /// serde path gives: the same result or the same refusal, the same hash so far.
+        #[test]
+        fn a_stream_through_one_sink_classifies_as_serde_does(
+            events in prop::collection::vec(
+                (event(), 0usize..3, prop::option::of((any::<prop::sample::Index>(), any::<u8>(), 0u8..3))),
+                1..6,
+            )
+        ) {
+            let heads = [
+                r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"m","#,
+                r#"{ "id" : "chatcmpl-1", "object":"chat.completion.chunk","created":1700000000,"model":"m","#,
+                r#"{"id":"chatcmpl-2","system_fingerprint":null,"#,
+            ];
+            let mut fast_sink = OutputSink::new(true);
+            let mut serde_sink = OutputSink::new(true);
+            for (event, head, damage) in events {
+                // The generated object's own fields after one of the heads.
+                let body = serde_json::to_string(&event).unwrap();
+                let mut bytes = format!("{}{}", heads[head], &body[1..]).into_bytes();
+                if let Some((cut, byte, mode)) = damage {
+                    let at = cut.index(bytes.len());
+                    match mode {
+                        0 => bytes.truncate(at),
+                        1 => bytes[at] = byte,
+                        _ => bytes.insert(at, byte),
+                    }
+                }
+                let fast = super::super::classify(&bytes, &mut fast_sink).ok();
+                let serde = super::super::classify_general(&bytes, &mut serde_sink).ok();
+                prop_assert_eq!(fast, serde, "{}", String::from_utf8_lossy(&bytes));
+                prop_assert_eq!(
+                    (fast_sink.output_hash(), fast_sink.output_bytes, &fast_sink.captured),
+                    (serde_sink.output_hash(), serde_sink.output_bytes, &serde_sink.captured)
+                );
+                fast_sink.captured.clear();
+                serde_sink.captured.clear();
+            }
+        }
+
         #[test]
         fn never_accepts_what_serde_refuses(event in event(), cut in any::<prop::sample::Index>(),
                                             byte in any::<u8>(), mode in 0u8..3) {
@@ -370,4 +412,62 @@ fn tool_call_deltas_are_output() {
     );
     assert_eq!((c.channel, c.text_len), (Channel::Tool, 3 + 4));
     assert!(c.channel.is_output());
+}
+
+/// Counts are read digit by digit in the fast path: every edge of the grammar and of u32 comes
+/// out as serde has it (the value, or a refusal).
+#[test]
+fn counts_at_the_edges_read_as_serde_reads_them() {
+    for count in [
+        "0",
+        "7",
+        "4294967295",
+        "4294967296",
+        "99999999999",
+        "01",
+        "-1",
+        "-0",
+        "1.0",
+        "1e2",
+        "1E2",
+        "null",
+        "\"3\"",
+    ] {
+        let event = format!(
+            r#"{{"choices":[],"usage":{{"prompt_tokens":{count},"completion_tokens":2}}}}"#
+        );
+        let mut fast_sink = OutputSink::new(false);
+        let mut serde_sink = OutputSink::new(false);
+        assert_eq!(
+            classify(event.as_bytes(), &mut fast_sink).ok(),
+            classify_general(event.as_bytes(), &mut serde_sink).ok(),
+            "{event}"
+        );
+    }
+}
+
+/// The fields a stream's events open with, which the classification ignores, are kept after
+/// the first event and the next events that open with them are scanned from after them.
+#[test]
+fn a_streams_common_head_is_kept_for_its_next_events() {
+    let head = r#"{"id":"chatcmpl-39e76df4b30ca4d6","object":"chat.completion.chunk","created":1796215904,"model":"sim","#;
+    let first = format!(
+        r#"{head}"choices":[{{"index":0,"delta":{{"role":"assistant","content":""}},"logprobs":null,"finish_reason":null}}]}}"#
+    );
+    let next = format!(
+        r#"{head}"choices":[{{"index":0,"delta":{{"content":" slot"}},"logprobs":null,"finish_reason":null}}]}}"#
+    );
+    let mut sink = OutputSink::new(false);
+    assert_eq!(
+        classify(first.as_bytes(), &mut sink).unwrap().channel,
+        Channel::Role
+    );
+    assert_eq!(sink.known_head, head.as_bytes());
+    let c = classify(next.as_bytes(), &mut sink).unwrap();
+    assert_eq!((c.channel, c.text_len), (Channel::Content, 5));
+    assert_eq!(sink.known_head, head.as_bytes());
+    // An event whose object starts with a field it reads keeps no head of its own.
+    let choices_first = br#"{"choices":[{"index":0,"delta":{"content":"a"}}],"id":"x"}"#;
+    classify(choices_first, &mut sink).unwrap();
+    assert_eq!(sink.known_head, head.as_bytes());
 }
