@@ -12,6 +12,10 @@ use tokentrace_format::Usage;
 #[path = "classify_json.rs"]
 mod json;
 
+/// Longest head kept per stream: the usual one is about 100 bytes, and an event with a huge
+/// ignored field must not make every open stream hold a copy of it.
+const MAX_HEAD: usize = 512;
+
 /// Text fields kept per event before giving up.
 pub(crate) const MAX_SEGMENTS: usize = 8;
 
@@ -54,7 +58,7 @@ pub(crate) fn scan(data: &[u8], scan: &mut Scan, sink: &mut OutputSink) -> R<()>
     let result = cur.event(scan, resume);
     let segments = cur.segments;
     if let Ok(head) = result {
-        if head > 0 && head != known {
+        if head > 0 && head <= MAX_HEAD && !(resume && head == known) {
             sink.known_head.clear();
             sink.known_head.extend_from_slice(&data[..head]);
         }

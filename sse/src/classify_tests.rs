@@ -470,4 +470,14 @@ fn a_streams_common_head_is_kept_for_its_next_events() {
     let choices_first = br#"{"choices":[{"index":0,"delta":{"content":"a"}}],"id":"x"}"#;
     classify(choices_first, &mut sink).unwrap();
     assert_eq!(sink.known_head, head.as_bytes());
+    // A new head of the same length replaces the old one.
+    let other_head = head.replace("39e76df4", "0123abcd");
+    let other = next.replace(head, &other_head);
+    classify(other.as_bytes(), &mut sink).unwrap();
+    assert_eq!(sink.known_head, other_head.as_bytes());
+    // A head longer than the limit is not kept.
+    let long_head = format!(r#"{{"id":"{}","#, "x".repeat(600));
+    let long = next.replace(head, &long_head);
+    classify(long.as_bytes(), &mut sink).unwrap();
+    assert_eq!(sink.known_head, other_head.as_bytes());
 }
