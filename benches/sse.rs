@@ -8,8 +8,11 @@
 
 use criterion::measurement::WallTime;
 use criterion::{
-    black_box, criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput,
+    black_box, criterion_group, criterion_main, BatchSize, BenchmarkGroup, Criterion, Throughput,
 };
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
 use tokentrace_format::{mono_now_ns, Channel, ChunkRecord, PackedChunks};
 use tokentrace_sse::classify::{classify, classify_general, Classified, OutputSink};
 use tokentrace_sse::parser::SseParser;
@@ -121,35 +124,12 @@ fn bench(c: &mut Criterion) {
     );
 
     group.bench_function("hot_path_per_read", |b| {
-        let mut parser = SseParser::default();
         b.iter(|| {
-            let mut sink = OutputSink::new(false);
-            let mut chunks = PackedChunks::with_capacity(EVENTS + 8);
+            let mut stream = StreamParse::new(EVENTS + 8);
             for (read_index, read) in reads.iter().enumerate() {
-                let arrival_ns = mono_now_ns();
-                parser
-                    .feed(read, |e| {
-                        let mut chunk = ChunkRecord {
-                            arrival_ns,
-                            read_index: read_index as u32,
-                            bytes: e.wire_bytes,
-                            channel: Channel::Done,
-                            text_len: 0,
-                            tokens: None,
-                            text: None,
-                        };
-                        if !e.is_done() {
-                            if let Ok(c) = classify(e.data, &mut sink) {
-                                chunk.channel = c.channel;
-                                chunk.text_len = c.text_len;
-                                chunk.tokens = c.usage.and_then(|u| u.completion_tokens);
-                            }
-                        }
-                        chunks.push(chunk);
-                    })
-                    .unwrap();
+                stream.receive(read_index, read);
             }
-            black_box(chunks)
+            black_box(stream.chunks)
         })
     });
     group.finish();
@@ -166,66 +146,67 @@ struct StreamParse {
     chunks: PackedChunks,
 }
 
+impl StreamParse {
+    fn new(capacity: usize) -> StreamParse {
+        StreamParse {
+            parser: SseParser::default(),
+            sink: OutputSink::new(false),
+            chunks: PackedChunks::with_capacity(capacity),
+        }
+    }
+
+    /// The recorder's work for one read: clock read, parse, classify every event but
+    /// `[DONE]`, append each as a chunk.
+    fn receive(&mut self, read_index: usize, read: &[u8]) {
+        let arrival_ns = mono_now_ns();
+        let StreamParse {
+            parser,
+            sink,
+            chunks,
+        } = self;
+        parser
+            .feed(read, |e| {
+                let mut chunk =
+                    ChunkRecord::unclassified(arrival_ns, read_index as u32, e.wire_bytes);
+                if e.is_done() {
+                    chunk.channel = Channel::Done;
+                } else if let Ok(c) = classify(e.data, sink) {
+                    chunk.channel = c.channel;
+                    chunk.text_len = c.text_len;
+                    chunk.tokens = c.usage.and_then(|u| u.completion_tokens);
+                }
+                chunks.push(chunk);
+            })
+            .unwrap();
+    }
+}
+
 /// The hot path with its state cold: `streams` streams each receive one event in turn, in a
-/// shuffled order, as a reader over many connections meets them, so between two events of one stream every other
-/// stream's parser, hash state and chunk columns pass through the caches. Per event, the
-/// difference from one stream is what a cold state costs.
+/// shuffled order, as a reader over many connections meets them, so between two events of one
+/// stream every other stream's parser, hash state and chunk columns pass through the caches.
+/// Per event, the difference from one stream is what a cold state costs.
 fn round_robin(c: &mut Criterion, reads: &[&[u8]]) {
     let mut group = c.benchmark_group("sse/hot_path_round_robin");
     for streams in [1usize, 64, 1024, 4096] {
-        let events = reads.len() * streams;
-        group.throughput(Throughput::Elements(events as u64));
+        group.throughput(Throughput::Elements((reads.len() * streams) as u64));
         // Streams become readable in no order the memory layout predicts.
         let mut order: Vec<usize> = (0..streams).collect();
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        for i in (1..streams).rev() {
-            seed = seed
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            order.swap(i, (seed >> 33) as usize % (i + 1));
-        }
+        order.shuffle(&mut StdRng::seed_from_u64(streams as u64));
         group.bench_function(streams.to_string(), |b| {
             b.iter_batched_ref(
                 || {
                     (0..streams)
-                        .map(|_| StreamParse {
-                            parser: SseParser::default(),
-                            sink: OutputSink::new(false),
-                            chunks: PackedChunks::with_capacity(reads.len() + 8),
-                        })
+                        .map(|_| StreamParse::new(reads.len() + 8))
                         .collect::<Vec<_>>()
                 },
                 |states| {
                     for (read_index, read) in reads.iter().enumerate() {
                         for &i in &order {
-                            let state = &mut states[i];
-                            let arrival_ns = mono_now_ns();
-                            let StreamParse {
-                                parser,
-                                sink,
-                                chunks,
-                            } = state;
-                            parser
-                                .feed(read, |e| {
-                                    let mut chunk = ChunkRecord::unclassified(
-                                        arrival_ns,
-                                        read_index as u32,
-                                        e.wire_bytes,
-                                    );
-                                    if e.is_done() {
-                                        chunk.channel = Channel::Done;
-                                    } else if let Ok(c) = classify(e.data, sink) {
-                                        chunk.channel = c.channel;
-                                        chunk.text_len = c.text_len;
-                                        chunk.tokens = c.usage.and_then(|u| u.completion_tokens);
-                                    }
-                                    chunks.push(chunk);
-                                })
-                                .unwrap();
+                            states[i].receive(read_index, read);
                         }
                     }
                 },
-                criterion::BatchSize::LargeInput,
+                BatchSize::LargeInput,
             )
         });
     }

@@ -55,7 +55,7 @@ pub(crate) fn scan(data: &[u8], scan: &mut Scan, sink: &mut OutputSink) -> R<()>
         segments: [None; MAX_SEGMENTS],
         count: 0,
     };
-    let result = cur.event(scan, resume);
+    let result = cur.event(scan);
     let segments = cur.segments;
     if let Ok(head) = result {
         if head > 0 && head <= MAX_HEAD && !(resume && head == known) {
@@ -115,14 +115,13 @@ impl<'a> Cursor<'a, '_> {
         Ok(())
     }
 
-    /// The whole event (`resumed`: the cursor is past a known head, at the next top-level
-    /// key); the end of its head: the bytes up to the comma after the last of its leading
-    /// top-level fields that the classification ignores (0 when it opens with one it reads).
-    fn event(&mut self, scan: &mut Scan, resumed: bool) -> R<usize> {
-        let mut head = 0;
-        if resumed {
-            head = self.pos;
-        } else {
+    /// The whole event, from its first byte or from just after a known head (the cursor past
+    /// it, at the next top-level key); the end of its head: the bytes up to the comma after
+    /// the last of its leading top-level fields that the classification ignores (0 when it
+    /// opens with one it reads).
+    fn event(&mut self, scan: &mut Scan) -> R<usize> {
+        let mut head = self.pos;
+        if head == 0 {
             self.eat(b'{')?;
             if self.peek()? == b'}' {
                 self.pos += 1;
