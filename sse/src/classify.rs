@@ -69,9 +69,8 @@ pub struct OutputSink {
     pub captured: String,
     /// Reused buffer for unescaping text in the fast scanner.
     pub(crate) scratch: Vec<u8>,
-    /// The opening bytes of this stream's last event that the fast scanner found to hold only
-    /// fields it ignores; a next event opening with the same bytes is scanned from after them.
-    pub(crate) known_head: Vec<u8>,
+    /// This stream's last event scanned whole, against which the fast scanner checks the next.
+    pub(crate) template: fast::Template,
 }
 
 impl OutputSink {
@@ -83,7 +82,7 @@ impl OutputSink {
             capture,
             captured: String::new(),
             scratch: Vec::new(),
-            known_head: Vec::new(),
+            template: fast::Template::default(),
         }
     }
 
@@ -102,7 +101,7 @@ impl OutputSink {
 }
 
 /// Raw facts gathered while walking one event.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Scan {
     pub(crate) role: bool,
     pub(crate) reasoning_len: u32,

@@ -7,20 +7,20 @@
 
 use super::{FinishReason, OutputSink, Scan};
 use json::{unescape, Bail, Cursor, R};
+pub(crate) use template::Template;
+use template::{CountField, Hole};
 use tokentrace_format::Usage;
 
 #[path = "classify_json.rs"]
 mod json;
-
-/// Longest head kept per stream: the usual one is about 100 bytes, and an event with a huge
-/// ignored field must not make every open stream hold a copy of it.
-const MAX_HEAD: usize = 512;
+#[path = "classify_template.rs"]
+mod template;
 
 /// Text fields kept per event before giving up.
 pub(crate) const MAX_SEGMENTS: usize = 8;
 
 /// Which field a text segment came from.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) enum Kind {
     Reasoning,
     Content,
@@ -37,31 +37,32 @@ pub(crate) enum Segment<'a> {
 
 /// Scan `data` into `scan`; on success the event's text has been fed to `sink`.
 ///
-/// The events of one stream mostly open with the same bytes (`{"id":…,"object":…,"created":…,
-/// "model":…,` from vLLM, SGLang, OpenAI and TGI alike), fields the classification ignores. The
-/// longest such run of whole top-level fields the last event opened with is kept in the sink
-/// ([`OutputSink::known_head`]); an event opening with those very bytes starts its scan after
-/// them. The scan is a function of the bytes alone and those fields leave nothing in `scan`,
-/// so it ends exactly as a scan from the first byte would: same result, same bail-outs.
+/// The events of one stream mostly differ only in their text and their counts. The sink keeps
+/// the stream's last event scanned whole as a [`Template`]; an event that matches it outside
+/// those values has only them scanned. Otherwise the event is scanned whole, from after the
+/// template's head when it opens with it (`{"id":…,"object":…,"created":…,"model":…,` from
+/// vLLM, SGLang, OpenAI and TGI alike: fields the classification ignores, which leave nothing
+/// in `scan`), and becomes the template. Either way the result is what a scan from the first
+/// byte gives (the reasons are on [`Template`]).
 pub(crate) fn scan(data: &[u8], scan: &mut Scan, sink: &mut OutputSink) -> R<()> {
     let mut scratch = std::mem::take(&mut sink.scratch);
     scratch.clear();
-    let known = sink.known_head.len();
-    let resume = known > 0 && data.starts_with(&sink.known_head);
-    let mut cur = Cursor {
-        data,
-        pos: if resume { known } else { 0 },
-        scratch: &mut scratch,
-        segments: [None; MAX_SEGMENTS],
-        count: 0,
-    };
-    let result = cur.event(scan);
-    let segments = cur.segments;
-    if let Ok(head) = result {
-        if head > 0 && head <= MAX_HEAD && !(resume && head == known) {
-            sink.known_head.clear();
-            sink.known_head.extend_from_slice(&data[..head]);
+    let mut cur = Cursor::new(data, &mut scratch);
+    let result = if sink.template.replay(&mut cur, scan) {
+        Ok(())
+    } else {
+        // What the replay may have left: its segments, its scratch text.
+        cur = Cursor::new(data, cur.scratch);
+        cur.scratch.clear();
+        cur.pos = sink.template.resume_at(data);
+        let scanned = cur.event(scan);
+        if let Ok(head) = scanned {
+            sink.template.learn(data, head, &cur.holes, scan);
         }
+        scanned.map(|_| ())
+    };
+    let segments = cur.segments;
+    if result.is_ok() {
         for seg in segments.iter().flatten() {
             let (kind, text) = match *seg {
                 Segment::Input(kind, text) => (kind, text),
@@ -81,12 +82,28 @@ pub(crate) fn scan(data: &[u8], scan: &mut Scan, sink: &mut OutputSink) -> R<()>
         }
     }
     sink.scratch = scratch;
-    result.map(|_| ())
+    result
 }
 
 impl<'a> Cursor<'a, '_> {
-    /// A text field: a string (kept as a segment) or null.
+    /// A text field: a string (kept as a segment) or null; a hole of the event's template.
     fn text(&mut self, kind: Kind) -> R<()> {
+        let (start, before) = (self.pos, self.count);
+        self.text_value(kind)?;
+        let kept = self.count > before;
+        self.holes.push(start, self.pos, Hole::Text { kind, kept });
+        Ok(())
+    }
+
+    /// A count for `field` of the usage (a hole of the event's template).
+    fn count_of(&mut self, field: CountField) -> R<Option<u32>> {
+        let start = self.pos;
+        let value = self.count()?;
+        self.holes.push(start, self.pos, Hole::Count(field));
+        Ok(value)
+    }
+
+    fn text_value(&mut self, kind: Kind) -> R<()> {
         if self.null()? {
             return Ok(());
         }
@@ -129,6 +146,7 @@ impl<'a> Cursor<'a, '_> {
             }
         }
         let mut in_head = true;
+        let mut usage_seen = false;
         loop {
             let key = self.key()?;
             match key {
@@ -140,6 +158,11 @@ impl<'a> Cursor<'a, '_> {
                 }
                 b"usage" => {
                     in_head = false;
+                    if usage_seen {
+                        // The second object's counts replace the first's; no template says so.
+                        self.holes.usable = false;
+                    }
+                    usage_seen = true;
                     scan.usage = self.usage()?;
                 }
                 b"error" => {
@@ -290,31 +313,44 @@ impl<'a> Cursor<'a, '_> {
         self.object(|c, key| match key {
             b"prompt_tokens" => {
                 first(0)?;
-                usage.prompt_tokens = c.count()?;
+                usage.prompt_tokens = c.count_of(CountField::Prompt)?;
                 Ok(())
             }
             b"completion_tokens" => {
                 first(1)?;
-                usage.completion_tokens = c.count()?;
+                usage.completion_tokens = c.count_of(CountField::Completion)?;
                 Ok(())
             }
             b"prompt_tokens_details" => {
                 first(2)?;
-                usage.cached_tokens = c.detail(b"cached_tokens")?;
+                usage.cached_tokens = c.detail(b"cached_tokens", CountField::Cached)?;
                 Ok(())
             }
             b"completion_tokens_details" => {
                 first(3)?;
-                usage.reasoning_tokens = c.detail(b"reasoning_tokens")?;
+                usage.reasoning_tokens = c.detail(b"reasoning_tokens", CountField::Reasoning)?;
                 Ok(())
             }
-            _ => c.skip(2),
+            _ => c.skip_in_usage(),
         })?;
         Ok(Some(usage))
     }
 
+    /// A field of `usage` the classification does not read. A number there (`total_tokens`)
+    /// changes from event to event, so it is a hole of the event's template.
+    fn skip_in_usage(&mut self) -> R<()> {
+        let start = self.pos;
+        if let b'-' | b'0'..=b'9' = self.peek()? {
+            self.number()?;
+            self.holes.push(start, self.pos, Hole::Number);
+            Ok(())
+        } else {
+            self.skip(2)
+        }
+    }
+
     /// One count inside a details object (null object: None).
-    fn detail(&mut self, name: &[u8]) -> R<Option<u32>> {
+    fn detail(&mut self, name: &[u8], field: CountField) -> R<Option<u32>> {
         if self.null()? {
             return Ok(None);
         }
@@ -325,7 +361,7 @@ impl<'a> Cursor<'a, '_> {
                 if std::mem::replace(&mut seen, true) {
                     return Err(Bail);
                 }
-                value = c.count()?;
+                value = c.count_of(field)?;
                 Ok(())
             } else {
                 c.skip(3)

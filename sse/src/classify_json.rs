@@ -1,6 +1,7 @@
 //! The JSON cursor under the fast classifier: whitespace, strings, numbers, objects and arrays,
 //! each validated as it is passed over. Any doubt is a [`Bail`].
 
+use super::template::HoleLog;
 use super::{Segment, MAX_SEGMENTS};
 
 /// The scanner gave up; the serde path decides.
@@ -19,6 +20,22 @@ pub(crate) struct Cursor<'a, 's> {
     pub(crate) scratch: &'s mut Vec<u8>,
     pub(crate) segments: [Option<Segment<'a>>; MAX_SEGMENTS],
     pub(crate) count: usize,
+    /// Where the scan read values (the event's template holes).
+    pub(crate) holes: HoleLog,
+}
+
+impl<'a, 's> Cursor<'a, 's> {
+    /// At the start of `data`, no segments yet; text that needs unescaping goes to `scratch`.
+    pub(crate) fn new(data: &'a [u8], scratch: &'s mut Vec<u8>) -> Cursor<'a, 's> {
+        Cursor {
+            data,
+            pos: 0,
+            scratch,
+            segments: [None; MAX_SEGMENTS],
+            count: 0,
+            holes: HoleLog::default(),
+        }
+    }
 }
 
 impl<'a> Cursor<'a, '_> {

@@ -149,6 +149,60 @@ mod fast_matches_serde {
         prop_oneof![Just(Value::Null), (0u32..100_000).prop_map(|n| json!(n))]
     }
 
+    /// A count as servers send it, and values no count may take.
+    fn any_count() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            count(),
+            Just(json!(0)),
+            Just(json!(4_294_967_296_u64)),
+            Just(json!(1.5)),
+            Just(json!(-1)),
+        ]
+    }
+
+    /// Replace, in order, the text fields of `v` with `texts` and its usage numbers with
+    /// `counts`.
+    fn refill(
+        v: &mut Value,
+        key: Option<&str>,
+        texts: &mut impl Iterator<Item = Value>,
+        counts: &mut impl Iterator<Item = Value>,
+    ) {
+        const TEXTS: [&str; 5] = [
+            "content",
+            "reasoning_content",
+            "reasoning",
+            "text",
+            "arguments",
+        ];
+        const COUNTS: [&str; 5] = [
+            "prompt_tokens",
+            "completion_tokens",
+            "total_tokens",
+            "reasoning_tokens",
+            "cached_tokens",
+        ];
+        match v {
+            Value::Object(fields) => {
+                for (k, field) in fields.iter_mut() {
+                    refill(field, Some(k), texts, counts);
+                }
+            }
+            Value::Array(items) => {
+                for item in items {
+                    refill(item, None, texts, counts);
+                }
+            }
+            Value::String(_) | Value::Null if key.is_some_and(|k| TEXTS.contains(&k)) => {
+                *v = texts.next().unwrap_or(Value::Null);
+            }
+            Value::Number(_) | Value::Null if key.is_some_and(|k| COUNTS.contains(&k)) => {
+                *v = counts.next().unwrap_or(Value::Null);
+            }
+            _ => {}
+        }
+    }
+
     fn usage() -> impl Strategy<Value = Value> {
         prop_oneof![
             Just(Value::Null),
@@ -357,6 +411,47 @@ mod fast_matches_serde {
             }
         }
 
+        /// One sink across events of one shape that differ in their text and counts (most of
+        /// them checked against the stream's template and only those scanned), now and then
+        /// damaged anywhere: event by event, `classify` gives what the serde path gives.
+        #[test]
+        fn events_of_one_shape_classify_as_serde_does(
+            shape in event(),
+            variants in prop::collection::vec(
+                (
+                    prop::collection::vec(text(), 6),
+                    prop::collection::vec(any_count(), 6),
+                    prop::option::of((any::<prop::sample::Index>(), any::<u8>(), 0u8..3)),
+                ),
+                1..8,
+            )
+        ) {
+            let mut fast_sink = OutputSink::new(true);
+            let mut serde_sink = OutputSink::new(true);
+            for (texts, counts, damage) in variants {
+                let mut event = shape.clone();
+                refill(&mut event, None, &mut texts.into_iter().cycle(), &mut counts.into_iter().cycle());
+                let mut bytes = serde_json::to_vec(&event).unwrap();
+                if let Some((cut, byte, mode)) = damage {
+                    let at = cut.index(bytes.len());
+                    match mode {
+                        0 => bytes.truncate(at),
+                        1 => bytes[at] = byte,
+                        _ => bytes.insert(at, byte),
+                    }
+                }
+                let fast = super::super::classify(&bytes, &mut fast_sink).ok();
+                let serde = super::super::classify_general(&bytes, &mut serde_sink).ok();
+                prop_assert_eq!(fast, serde, "{}", String::from_utf8_lossy(&bytes));
+                prop_assert_eq!(
+                    (fast_sink.output_hash(), fast_sink.output_bytes, &fast_sink.captured),
+                    (serde_sink.output_hash(), serde_sink.output_bytes, &serde_sink.captured)
+                );
+                fast_sink.captured.clear();
+                serde_sink.captured.clear();
+            }
+        }
+
         #[test]
         fn never_accepts_what_serde_refuses(event in event(), cut in any::<prop::sample::Index>(),
                                             byte in any::<u8>(), mode in 0u8..3) {
@@ -446,38 +541,65 @@ fn counts_at_the_edges_read_as_serde_reads_them() {
     }
 }
 
-/// The fields a stream's events open with, which the classification ignores, are kept after
-/// the first event and the next events that open with them are scanned from after them.
+/// A stream's last event scanned whole is kept as its template: the next events that match it
+/// outside their text and counts have only those scanned; the others are scanned from after the
+/// template's head (the fields it opens with that the classification ignores) and replace it.
 #[test]
-fn a_streams_common_head_is_kept_for_its_next_events() {
+fn a_streams_template_and_head_are_kept_for_its_next_events() {
     let head = r#"{"id":"chatcmpl-39e76df4b30ca4d6","object":"chat.completion.chunk","created":1796215904,"model":"sim","#;
-    let first = format!(
-        r#"{head}"choices":[{{"index":0,"delta":{{"role":"assistant","content":""}},"logprobs":null,"finish_reason":null}}]}}"#
-    );
-    let next = format!(
-        r#"{head}"choices":[{{"index":0,"delta":{{"content":" slot"}},"logprobs":null,"finish_reason":null}}]}}"#
-    );
-    let mut sink = OutputSink::new(false);
+    let event = |delta: &str, finish: &str, completion: u32| {
+        format!(
+            r#"{head}"choices":[{{"index":0,"delta":{delta},"logprobs":null,"finish_reason":{finish}}}],"usage":{{"prompt_tokens":7,"total_tokens":{},"completion_tokens":{completion}}}}}"#,
+            7 + completion
+        )
+    };
+    let mut sink = OutputSink::new(true);
+    let role = event(r#"{"role":"assistant","content":""}"#, "null", 0);
     assert_eq!(
-        classify(first.as_bytes(), &mut sink).unwrap().channel,
+        classify(role.as_bytes(), &mut sink).unwrap().channel,
         Channel::Role
     );
-    assert_eq!(sink.known_head, head.as_bytes());
-    let c = classify(next.as_bytes(), &mut sink).unwrap();
+    assert_eq!(sink.template.head(), head.as_bytes());
+    // Its holes differ in kind from the role event's (a text where none was kept): scanned
+    // whole, it becomes the template.
+    let c = classify(
+        event(r#"{"content":" slot"}"#, "null", 1).as_bytes(),
+        &mut sink,
+    )
+    .unwrap();
     assert_eq!((c.channel, c.text_len), (Channel::Content, 5));
-    assert_eq!(sink.known_head, head.as_bytes());
-    // An event whose object starts with a field it reads keeps no head of its own.
+    assert_eq!(sink.template.replayed, 0);
+    // Only text and counts differ: replayed, and read as a whole scan reads it.
+    let next = event(r#"{"content":"s \"q\" é"}"#, "null", 2);
+    let c = classify(next.as_bytes(), &mut sink).unwrap();
+    assert_eq!(sink.template.replayed, 1);
+    assert_eq!((c.channel, c.text_len), (Channel::Content, 8));
+    assert_eq!(c.usage.and_then(|u| u.completion_tokens), Some(2));
+    assert_eq!(c.usage.and_then(|u| u.prompt_tokens), Some(7));
+    assert_eq!(sink.captured, " slots \"q\" é");
+    // A finish reason where there was none: scanned whole from after the head.
+    let last = event(r#"{"content":"."}"#, r#""stop""#, 3);
+    let c = classify(last.as_bytes(), &mut sink).unwrap();
+    assert_eq!(sink.template.replayed, 1);
+    assert_eq!(
+        c.finish_reason.map(|f| f.as_str().to_owned()).as_deref(),
+        Some("stop")
+    );
+    assert_eq!(sink.template.head(), head.as_bytes());
+    // An event whose object starts with a field it reads has no head.
     let choices_first = br#"{"choices":[{"index":0,"delta":{"content":"a"}}],"id":"x"}"#;
     classify(choices_first, &mut sink).unwrap();
-    assert_eq!(sink.known_head, head.as_bytes());
-    // A new head of the same length replaces the old one.
+    assert_eq!(sink.template.head(), b"");
+    // A new head replaces the old one.
     let other_head = head.replace("39e76df4", "0123abcd");
-    let other = next.replace(head, &other_head);
+    let other = last.replace(head, &other_head);
     classify(other.as_bytes(), &mut sink).unwrap();
-    assert_eq!(sink.known_head, other_head.as_bytes());
-    // A head longer than the limit is not kept.
-    let long_head = format!(r#"{{"id":"{}","#, "x".repeat(600));
-    let long = next.replace(head, &long_head);
+    assert_eq!(sink.template.head(), other_head.as_bytes());
+    // An event too long to be kept, with a head too long to be kept: the template stays.
+    let long_head = format!(r#"{{"id":"{}","#, "x".repeat(2000));
+    let long = last.replace(head, &long_head);
     classify(long.as_bytes(), &mut sink).unwrap();
-    assert_eq!(sink.known_head, other_head.as_bytes());
+    assert_eq!(sink.template.head(), other_head.as_bytes());
+    classify(other.as_bytes(), &mut sink).unwrap();
+    assert_eq!(sink.template.replayed, 2);
 }
