@@ -184,6 +184,8 @@ impl TraceWriter {
             &manifest_json,
         ));
 
+        let compressor = zstd::bulk::Compressor::new(config.zstd_level)
+            .map_err(|e| FormatError::Encode(format!("zstd: {e}")))?;
         let mut file = File::create(path).map_err(|e| FormatError::io("creating", path, e))?;
         file.write_all(&start)
             .and_then(|()| file.sync_data())
@@ -195,6 +197,8 @@ impl TraceWriter {
             file,
             path: path.to_path_buf(),
             offset: start.len() as u64,
+            compressor,
+            compressed: Vec::new(),
             config,
             index: Vec::new(),
             stats: WriterStats::default(),
@@ -254,6 +258,10 @@ struct WriterState {
     file: File,
     path: PathBuf,
     offset: u64,
+    /// One zstd context and output buffer for every block: a fresh context per block costs
+    /// its tables' allocation and first-touch page faults each time.
+    compressor: zstd::bulk::Compressor<'static>,
+    compressed: Vec<u8>,
     config: WriterConfig,
     index: Vec<IndexEntry>,
     stats: WriterStats,
@@ -423,10 +431,15 @@ impl WriterState {
             .ok_or_else(|| {
                 FormatError::Encode(format!("block of {} bytes exceeds the limit", raw.len()))
             })?;
-        let compressed = zstd::bulk::compress(&raw, self.config.zstd_level)
+        self.compressed.clear();
+        self.compressed
+            .reserve(zstd::zstd_safe::compress_bound(raw.len()));
+        self.compressor
+            .compress_to_buffer(&raw, &mut self.compressed)
             .map_err(|e| FormatError::Encode(format!("zstd: {e}")))?;
         let seq = self.index.len() as u32;
-        let bytes = frame::encode_frame(FrameKind::Block, CODEC_ZSTD, seq, raw_len, &compressed);
+        let bytes =
+            frame::encode_frame(FrameKind::Block, CODEC_ZSTD, seq, raw_len, &self.compressed);
         let chunks: u64 = pending.iter().map(|r| r.chunks.len() as u64).sum();
         self.index.push(IndexEntry {
             offset: self.offset,
