@@ -159,7 +159,7 @@ impl<'a> Cursor<'a, '_> {
                 b"usage" => {
                     in_head = false;
                     if usage_seen {
-                        // The second object's counts replace the first's; no template says so.
+                        // A second `usage` replaces the first's counts; no template says so.
                         self.holes.usable = false;
                     }
                     usage_seen = true;

@@ -68,7 +68,8 @@ pub(crate) struct HoleLog {
     spans: [(u32, u32, Hole); MAX_HOLES],
     len: usize,
     /// False when the event cannot be a template: too many holes, a span past `u32`, or a
-    /// second `usage` object (whose counts replace the first's, which the holes cannot say).
+    /// second `usage` field, null or not (it replaces the first's counts, which the holes
+    /// cannot say).
     pub(crate) usable: bool,
 }
 
