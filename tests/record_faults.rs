@@ -30,43 +30,12 @@ fn each_fault_gets_its_outcome() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("faults.tt");
         let prompts = prompt_file(dir.path(), 4);
-        let (reader, records) = record_ok(
-            &server.base_url(),
-            &out,
-            &[
-                "--requests",
-                "14",
-                "--concurrency",
-                "1",
-                "--max-tokens",
-                "6",
-                "--ignore-eos",
-                "--max-line-bytes",
-                "1024",
-                "--prompts",
-                prompts.to_str().unwrap(),
-                "--client",
-                client,
-            ],
-        );
+        let mut args = FAULT_MATRIX_ARGS.to_vec();
+        args.extend([prompts.to_str().unwrap(), "--client", client]);
+        let (reader, records) = record_ok(&server.base_url(), &out, &args);
         assert_eq!(records.len(), 14);
         assert_eq!(reader.run_end().unwrap().reason, "completed");
-        let expected = [
-            (0, Outcome::Ok),
-            (1, Outcome::Ok),
-            (2, Outcome::MissingDone),
-            (3, Outcome::Ok),
-            (4, Outcome::HttpError),
-            (5, Outcome::MissingDone),
-            (6, Outcome::StreamError),
-            (7, Outcome::Ok),
-            (8, Outcome::MissingDone),
-            (9, Outcome::HttpError),
-            (10, Outcome::Malformed),
-            (11, Outcome::MissingDone),
-            (12, Outcome::Oversize),
-            (13, Outcome::StreamError),
-        ];
+        let expected = FAULT_MATRIX_OUTCOMES;
         for (id, outcome) in expected {
             let r = records.iter().find(|r| r.meta.id == id).unwrap();
             assert_eq!(r.meta.outcome, outcome, "{client} {id}: {:?}", r.meta.error);

@@ -55,15 +55,22 @@ fn tls_verification_refuses_unknown_ca_and_accepts_ca_cert() {
     assert_eq!(reader.manifest().extra["tls_insecure"], true);
 }
 
-/// The simulator's own TLS, over both clients: every request streams, and the manifest names
-/// the path each run took.
-#[test]
-fn the_simulator_serves_tls_itself_to_both_clients() {
+/// A fresh self-signed certificate and its key as PEM files (`--tls-cert`, `--tls-key`; the
+/// certificate is also the `--ca-cert`), in a temporary folder for the test's other files.
+fn certificate_files() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
     let cert = self_signed();
     let dir = tempfile::tempdir().unwrap();
     let (ca, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
     std::fs::write(&ca, &cert.pem).unwrap();
     std::fs::write(&key, &cert.key_pem).unwrap();
+    (dir, ca, key)
+}
+
+/// The simulator's own TLS, over both clients: every request streams, and the manifest names
+/// the path each run took.
+#[test]
+fn the_simulator_serves_tls_itself_to_both_clients() {
+    let (dir, ca, key) = certificate_files();
     let server = sim(tokentrace_sim::SimConfig {
         tls_cert: Some(ca.clone()),
         tls_key: Some(key),
@@ -106,5 +113,39 @@ fn the_simulator_serves_tls_itself_to_both_clients() {
             path,
             "--client {client} --http {http}"
         );
+    }
+}
+
+/// The fault matrix over the simulator's own TLS: a reset, an error status, a cut stream, a
+/// malformed and an oversize event each get the outcome they get over plain HTTP, on every
+/// client (the own client's TLS keeps only a record's bytes between reads, so a fault in
+/// the middle of one must still end the request, not hang it).
+#[test]
+fn faults_over_tls_get_the_same_outcomes_on_every_client() {
+    let (dir, ca, key) = certificate_files();
+    let prompts = prompt_file(dir.path(), 4);
+    let mut outcomes = Vec::new();
+    for client in ["hyper", "own", "own-task"] {
+        // Faults fire on arrival numbers: a fresh simulator for each client, one request at
+        // a time, a prompt file (no calibration probes): arrival n is request n-1.
+        let server = sim(tokentrace_sim::SimConfig {
+            tls_cert: Some(ca.clone()),
+            tls_key: Some(key.clone()),
+            ..fault_matrix_sim()
+        });
+        let out = dir.path().join(format!("faults-{client}.tt"));
+        let mut args = FAULT_MATRIX_ARGS.to_vec();
+        args.extend([prompts.to_str().unwrap(), "--ca-cert", ca.to_str().unwrap()]);
+        args.extend(["--client", client]);
+        let (_, records) = record_ok(&server.base_url(), &out, &args);
+        let mut by_id: Vec<_> = records
+            .iter()
+            .map(|r| (r.meta.id, r.meta.outcome))
+            .collect();
+        by_id.sort_by_key(|(id, _)| *id);
+        outcomes.push((client, by_id));
+    }
+    for (client, by_id) in outcomes {
+        assert_eq!(by_id, FAULT_MATRIX_OUTCOMES, "--client {client}");
     }
 }

@@ -15,7 +15,6 @@ use std::io;
 use tokentrace_format::request_id::write_uuid;
 use tokentrace_format::Outcome;
 use tokentrace_sse::parser::SseError;
-use tokio::io::AsyncWriteExt;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
@@ -457,15 +456,7 @@ async fn exchange(
         error: format!("{what}: {e}"),
         reused,
     };
-    conn.io
-        .write_all(request)
-        .await
-        .map_err(|e| before("sending the request", e))?;
-    // Over TLS, `write_all` may leave records in rustls's buffer when the socket is not yet
-    // known to be writable (as after its registration with tokio anew, on a connection back
-    // from the stream reader): the flush sends them.
-    conn.io
-        .flush()
+    conn.send(request)
         .await
         .map_err(|e| before("sending the request", e))?;
     let mut head_bytes: Vec<u8> = Vec::new();

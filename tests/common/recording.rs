@@ -45,6 +45,42 @@ pub fn fault_matrix_sim() -> SimConfig {
     }
 }
 
+/// What [`fault_matrix_sim`] does to requests 0 to 13 when they arrive one at a time.
+pub const FAULT_MATRIX_OUTCOMES: [(u64, tokentrace_format::Outcome); 14] = {
+    use tokentrace_format::Outcome::*;
+    [
+        (0, Ok),
+        (1, Ok),
+        (2, MissingDone),
+        (3, Ok),
+        (4, HttpError),
+        (5, MissingDone),
+        (6, StreamError),
+        (7, Ok),
+        (8, MissingDone),
+        (9, HttpError),
+        (10, Malformed),
+        (11, MissingDone),
+        (12, Oversize),
+        (13, StreamError),
+    ]
+};
+
+/// The flags of a fault-matrix run up to `--prompts` (whose file follows): 14 requests one
+/// at a time, 6 tokens each, lines over 1 KiB oversize.
+pub const FAULT_MATRIX_ARGS: [&str; 10] = [
+    "--requests",
+    "14",
+    "--concurrency",
+    "1",
+    "--max-tokens",
+    "6",
+    "--ignore-eos",
+    "--max-line-bytes",
+    "1024",
+    "--prompts",
+];
+
 /// Starts a simulator in this process, on a free loopback port.
 pub fn sim(config: SimConfig) -> SimHandle {
     SimServer::spawn_background(config).unwrap()

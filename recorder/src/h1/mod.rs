@@ -3,27 +3,28 @@
 //! feeds the SSE parser straight from each read, stamped before anything looks at the bytes.
 //! hyper's client, by contrast, decodes frames in a connection task and hands each to the
 //! request task through a channel (two wake-ups per chunk). Connections are kept alive in a
-//! small pool; TLS is rustls on the same socket. Preflight, calibration and server-info calls
+//! small pool; TLS is rustls's unbuffered connection on the same socket ([`tls`]). Preflight, calibration and server-info calls
 //! stay on hyper: they are not measured.
 
 pub mod response;
+pub mod tls;
 
 use crate::error::RecordError;
 use crate::read_clock::{CloseWatch, ReadClock, TimedTcp};
 use hyper::header::HeaderMap;
 use hyper::Uri;
 use rustls::pki_types::ServerName;
+use rustls::ClientConfig;
 use std::cell::RefCell;
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::task::Poll;
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tls::TlsLink;
+use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
-use tokio_rustls::client::TlsStream;
-use tokio_rustls::TlsConnector;
 
 /// Bytes per socket read: SSE events are small, and a larger event spans reads. The buffer is
 /// per thread, not per connection, so its size costs no memory per stream; where events queue
@@ -31,12 +32,24 @@ use tokio_rustls::TlsConnector;
 /// 4 KiB did (docs/PERFORMANCE.md, *The stream reader*).
 pub const READ_BUF: usize = 16384;
 
+/// A thread's buffers for the connections it reads.
+struct Space {
+    /// Where a read goes: over TLS after the connection's tail (a record a read ended
+    /// inside of), so it has room for a whole record before [`READ_BUF`] bytes.
+    read: Box<[u8]>,
+    /// The plaintext of the whole records of a TLS read (never longer than `read`).
+    plain: Box<[u8]>,
+}
+
 thread_local! {
-    /// The read buffer of every connection this thread reads. A read's bytes are looked at
+    /// The buffers of every connection this thread reads. A read's bytes are looked at
     /// within the poll that read them and never kept (the framing and the SSE parser copy what
-    /// they must), so one buffer per thread serves every stream: 16 KiB per thread instead of
-    /// per open connection.
-    static READ_SPACE: RefCell<Box<[u8; READ_BUF]>> = RefCell::new(Box::new([0u8; READ_BUF]));
+    /// they must), so one set per thread serves every stream: 16 KiB (and over TLS 54 KiB)
+    /// per thread instead of per open connection.
+    static SPACE: RefCell<Space> = RefCell::new(Space {
+        read: vec![0u8; tls::RECORD_MAX + READ_BUF].into_boxed_slice(),
+        plain: vec![0u8; tls::RECORD_MAX + READ_BUF].into_boxed_slice(),
+    });
 }
 
 /// A connection: plain TCP or TLS over it. Either way the TCP stream is a [`TimedTcp`], whose
@@ -45,48 +58,8 @@ thread_local! {
 pub enum Io {
     /// `http://`.
     Plain(TimedTcp),
-    /// `https://`.
-    Tls(Box<TlsStream<TimedTcp>>),
-}
-
-impl AsyncRead for Io {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Io::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Io::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for Io {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Io::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            Io::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Io::Plain(s) => Pin::new(s).poll_flush(cx),
-            Io::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Io::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            Io::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
-        }
-    }
+    /// `https://`: the socket and its TLS state.
+    Tls(TimedTcp, Box<TlsLink>),
 }
 
 /// A connection, its read clock, and whether it carried an earlier response.
@@ -101,23 +74,61 @@ pub struct Conn {
 }
 
 impl Conn {
-    /// Reads once, into the thread's read buffer, and returns what `look` makes of the bytes
-    /// (empty: the peer closed) and of this connection's clock (its latest TCP read: this one,
-    /// or over TLS the earlier one whose bytes rustls still held).
-    /// `look` runs inside the read's poll, before the buffer serves another connection.
+    /// Sends `request` whole (over TLS, as records after anything rustls had to send).
+    pub async fn send(&mut self, request: &[u8]) -> io::Result<()> {
+        match &mut self.io {
+            Io::Plain(tcp) => {
+                tcp.write_all(request).await?;
+                tcp.flush().await
+            }
+            Io::Tls(tcp, link) => {
+                let records = link.seal(request)?;
+                tcp.write_all(&records).await?;
+                tcp.flush().await
+            }
+        }
+    }
+
+    /// Reads until there are bytes to look at (over TLS: a whole record), into the thread's
+    /// buffers, and returns what `look` makes of them (empty: the peer closed) and of this
+    /// connection's clock (its latest TCP read: the one that completed them).
+    /// `look` runs inside the read's poll, before the buffers serve another connection.
     pub async fn read_with<T>(
         &mut self,
         mut look: impl FnMut(&[u8], &ReadClock) -> T,
     ) -> io::Result<T> {
         let Conn { io, clock, .. } = self;
         std::future::poll_fn(|cx| {
-            READ_SPACE.with_borrow_mut(|space| {
-                let mut read = ReadBuf::new(&mut space[..]);
-                match Pin::new(&mut *io).poll_read(cx, &mut read) {
-                    Poll::Ready(Ok(())) => Poll::Ready(Ok(look(read.filled(), clock))),
-                    Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-                    Poll::Pending => Poll::Pending,
+            SPACE.with_borrow_mut(|Space { read, plain }| match io {
+                Io::Plain(tcp) => {
+                    let mut buf = ReadBuf::new(&mut read[..READ_BUF]);
+                    match Pin::new(tcp).poll_read(cx, &mut buf) {
+                        Poll::Ready(Ok(())) => Poll::Ready(Ok(look(buf.filled(), clock))),
+                        Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+                        Poll::Pending => Poll::Pending,
+                    }
                 }
+                Io::Tls(tcp, link) => loop {
+                    if link.closed() {
+                        return Poll::Ready(Ok(look(&[], clock)));
+                    }
+                    let held = link.load_tail(read);
+                    let mut buf = ReadBuf::new(&mut read[held..held + READ_BUF]);
+                    match Pin::new(&mut *tcp).poll_read(cx, &mut buf) {
+                        Poll::Ready(Ok(())) => {}
+                        Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                        Poll::Pending => return Poll::Pending,
+                    }
+                    let n = buf.filled().len();
+                    if n == 0 {
+                        return Poll::Ready(Err(tls::unannounced_close()));
+                    }
+                    match link.open(&mut read[..held + n], plain) {
+                        Ok(0) => {}
+                        Ok(len) => return Poll::Ready(Ok(look(&plain[..len], clock))),
+                        Err(e) => return Poll::Ready(Err(e)),
+                    }
+                },
             })
         })
         .await
@@ -127,24 +138,12 @@ impl Conn {
     fn timed(&mut self) -> &mut TimedTcp {
         match &mut self.io {
             Io::Plain(tcp) => tcp,
-            Io::Tls(tls) => tls.get_mut().0,
+            Io::Tls(tcp, _) => tcp,
         }
     }
 
     /// Takes the socket out of tokio's reactor, for the stream reader ([`crate::reader`]).
-    /// An error tokio-rustls set aside in an earlier read (it keeps one for the next read when
-    /// a read had bytes to return first) is returned instead: reading rustls directly from now
-    /// on, the reader would never see it.
     pub fn detach(&mut self) -> io::Result<()> {
-        if let Io::Tls(tls) = &mut self.io {
-            // An empty read returns the set-aside error, if any, and consumes nothing; what it
-            // may read from the socket stays in rustls, which the reader drains first.
-            let mut cx = Context::from_waker(std::task::Waker::noop());
-            let mut nothing = ReadBuf::new(&mut []);
-            if let Poll::Ready(Err(err)) = Pin::new(tls.as_mut()).poll_read(&mut cx, &mut nothing) {
-                return Err(err);
-            }
-        }
         self.timed().detach();
         Ok(())
     }
@@ -159,48 +158,54 @@ impl Conn {
         use std::os::fd::AsRawFd;
         match &self.io {
             Io::Plain(tcp) => tcp.tcp().as_raw_fd(),
-            Io::Tls(tls) => tls.get_ref().0.tcp().as_raw_fd(),
+            Io::Tls(tcp, _) => tcp.tcp().as_raw_fd(),
         }
     }
 
-    /// Reads what is there now, without waiting, into the thread's read buffer, and hands
-    /// `look` each run of bytes with the connection's clock (no bytes: the peer closed) until
-    /// it returns false. Plain: one socket read. TLS: the plaintext rustls holds, then (unless
-    /// `held_only`) one socket read and the plaintext it completes. Nothing there is no error.
-    /// For the stream reader, which learns readiness from its own epoll.
+    /// Reads what is there now, without waiting, into the thread's buffers, and hands `look`
+    /// each run of bytes with the connection's clock (no bytes: the peer closed) until it
+    /// returns false: one socket read (none when `held_only`) and, over TLS, the plaintext of
+    /// the whole records it completed. Nothing there is no error. For the stream reader,
+    /// which learns readiness from its own epoll.
     pub fn read_ready(
         &mut self,
         held_only: bool,
         mut look: impl FnMut(&[u8], &ReadClock) -> bool,
     ) -> io::Result<()> {
         let Conn { io, clock, .. } = self;
-        READ_SPACE.with_borrow_mut(|space| match io {
+        SPACE.with_borrow_mut(|Space { read, plain }| match io {
             Io::Plain(tcp) => {
                 if held_only {
                     return Ok(());
                 }
-                match tcp.read_now(&mut space[..]) {
+                match tcp.read_now(&mut read[..READ_BUF]) {
                     Ok(n) => {
-                        look(&space[..n], clock);
+                        look(&read[..n], clock);
                         Ok(())
                     }
                     Err(e) if quiet(&e) => Ok(()),
                     Err(e) => Err(e),
                 }
             }
-            Io::Tls(tls) => {
-                let (tcp, session) = tls.get_mut();
-                if !drain_plaintext(session, &mut space[..], clock, &mut look)? || held_only {
+            Io::Tls(tcp, link) => {
+                // A whole record never waits in the tail (every read decrypts all it
+                // completes), but a close_notify read with the response head may.
+                if link.closed() {
+                    look(&[], clock);
                     return Ok(());
                 }
-                match session.read_tls(&mut ReadNow(tcp)) {
-                    Ok(_) => {
-                        // A TCP end of stream (0) is rustls's to judge: the drain below then
-                        // reports close_notify as no bytes and a bare close as an error.
-                        session
-                            .process_new_packets()
-                            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-                        drain_plaintext(session, &mut space[..], clock, &mut look).map(|_| ())
+                if held_only {
+                    return Ok(());
+                }
+                let held = link.load_tail(read);
+                match tcp.read_now(&mut read[held..held + READ_BUF]) {
+                    Ok(0) => Err(tls::unannounced_close()),
+                    Ok(n) => {
+                        let len = link.open(&mut read[..held + n], plain)?;
+                        if (len == 0 || look(&plain[..len], clock)) && link.closed() {
+                            look(&[], clock);
+                        }
+                        Ok(())
                     }
                     Err(e) if quiet(&e) => Ok(()),
                     Err(e) => Err(e),
@@ -214,7 +219,7 @@ impl Conn {
     fn peer_closed(&self) -> bool {
         let tcp = match &self.io {
             Io::Plain(tcp) => tcp.tcp(),
-            Io::Tls(tls) => tls.get_ref().0.tcp(),
+            Io::Tls(tcp, _) => tcp.tcp(),
         };
         let mut probe = [0u8; 1];
         !matches!(tcp.peek(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
@@ -229,47 +234,11 @@ fn quiet(e: &io::Error) -> bool {
     )
 }
 
-/// The TCP stream as a blocking-style reader for rustls, one `read_now` per call.
-struct ReadNow<'a>(&'a mut TimedTcp);
-
-impl io::Read for ReadNow<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.0.read_now(buf)
-    }
-}
-
-/// Hands `look` the plaintext rustls holds, read by read; false once `look` said stop or the
-/// stream ended (TLS's close_notify is handed over as no bytes).
-fn drain_plaintext(
-    session: &mut rustls::ClientConnection,
-    space: &mut [u8],
-    clock: &ReadClock,
-    look: &mut impl FnMut(&[u8], &ReadClock) -> bool,
-) -> io::Result<bool> {
-    use std::io::Read;
-    loop {
-        match session.reader().read(space) {
-            Ok(0) => {
-                look(&[], clock);
-                return Ok(false);
-            }
-            Ok(n) => {
-                if !look(&space[..n], clock) {
-                    return Ok(false);
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
-            // A TCP close without close_notify is an error, as tokio-rustls reports it.
-            Err(e) => return Err(e),
-        }
-    }
-}
-
 /// Where the measured requests go, and the idle connections to it.
 pub struct Pool {
     host: String,
     port: u16,
-    tls: Option<(TlsConnector, ServerName<'static>)>,
+    tls: Option<(Arc<ClientConfig>, ServerName<'static>)>,
     /// Request line and headers up to the blank line, without the per-request ones.
     head_prefix: Vec<u8>,
     idle: Mutex<Vec<(Conn, Instant)>>,
@@ -287,7 +256,7 @@ impl Pool {
     pub fn new(
         uri: &Uri,
         headers: &HeaderMap,
-        tls: Option<Arc<rustls::ClientConfig>>,
+        tls: Option<Arc<ClientConfig>>,
     ) -> Result<Pool, RecordError> {
         let bad = |m: String| RecordError::Config(m);
         let host = uri
@@ -303,7 +272,7 @@ impl Pool {
             (true, Some(config)) => {
                 let name =
                     ServerName::try_from(host.clone()).map_err(|e| bad(format!("{uri}: {e}")))?;
-                Some((TlsConnector::from(config), name))
+                Some((config, name))
             }
             (true, None) => return Err(bad(format!("{uri}: https without a TLS configuration"))),
         };
@@ -377,12 +346,13 @@ impl Pool {
         let connecting = async {
             let tcp = TcpStream::connect((self.host.as_str(), self.port)).await?;
             tcp.set_nodelay(true)?;
-            let timed = TimedTcp::new(tcp, closes.clone())?;
+            let mut timed = TimedTcp::new(tcp, closes.clone())?;
             let clock = timed.clock().clone();
             let io = match &self.tls {
                 None => Io::Plain(timed),
-                Some((connector, name)) => {
-                    Io::Tls(Box::new(connector.connect(name.clone(), timed).await?))
+                Some((config, name)) => {
+                    let link = TlsLink::connect(&mut timed, config.clone(), name.clone()).await?;
+                    Io::Tls(timed, Box::new(link))
                 }
             };
             Ok(Conn {
