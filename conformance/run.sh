@@ -203,14 +203,16 @@ for e in llama-server llama-cpp-python litellm; do
 done
 
 # ---------------------------------------------------------------- the tap
-# start_tap NAME ENGINE API ROW: a fresh tap in front of ENGINE, logging into $RUN/NAME.tap.jsonl;
-# sets TAP_PORT and TAP_PID, or fails row ROW and returns 1 when it does not come up in 20 s.
+# start_tap NAME ENGINE API ROW [TAP ARGS...]: a fresh tap in front of ENGINE, logging into
+# $RUN/NAME.tap.jsonl; sets TAP_PORT and TAP_PID, or fails row ROW and returns 1 when it does
+# not come up in 20 s.
 start_tap() {
   local name=$1 engine=$2 api=$3 row=$4 deadline
+  shift 4
   TAP_PORT=$(free_port)
   : > "$RUN/$name.tap.jsonl"
   start "tap $name" "$RUN/$name.tap.out" "$PY" "$HERE/tap.py" --listen "$TAP_PORT" \
-    --upstream "127.0.0.1:${PORT[$engine]}" --log "$RUN/$name.tap.jsonl"
+    --upstream "127.0.0.1:${PORT[$engine]}" --log "$RUN/$name.tap.jsonl" "$@"
   TAP_PID=$STARTED_PID
   deadline=$((SECONDS + 20))
   until grep -q listening "$RUN/$name.tap.out" 2>/dev/null; do
@@ -223,33 +225,40 @@ start_tap() {
 }
 
 # ---------------------------------------------------------------- recorded through the tap
-# record_through_tap ENGINE API: one tokentrace run through a fresh tap, then its checks.
+# record_through_tap ENGINE API [CLIENT]: one tokentrace run through a fresh tap, then its
+# checks. With CLIENT (own, own-task or hyper) the tap serves TLS ($TLS_CERT) and the run uses
+# that client; its rows name the engine "ENGINE tls CLIENT".
 record_through_tap() {
-  local engine=$1 api=$2 name="$1-$2"
+  local engine=$1 api=$2 client=${3:-} name="$1-$2" label=$1
+  local key_args=() timing_args=() tap_args=() tls_args=() scheme=http
+  if [ -n "$client" ]; then
+    name="$name-tls-$client"; label="$engine tls $client"; scheme=https
+    tap_args=(--tls-cert "$TLS_CERT" --tls-key "$TLS_KEY")
+    tls_args=(--ca-cert "$TLS_CERT" --client "$client")
+  fi
   local trace=$RUN/$name.trace taplog=$RUN/$name.tap.jsonl
-  local key_args=() timing_args=()
   [ "$engine" = litellm ] && key_args=(--api-key-env CONFORMANCE_LITELLM_KEY)
   [ "$engine" = llama-server ] && timing_args=(--timings)
-  start_tap "$name" "$engine" "$api" tap || return
+  start_tap "$name" "$engine" "$api" tap "${tap_args[@]}" || return
   local tport=$TAP_PORT tap_pid=$TAP_PID
   log "record $name: $REQUESTS requests, concurrency $CONCURRENCY"
   local rc=0
   # --http 1: the tap speaks HTTP/1.1 only. --capture raw: every event's payload is in the
   # trace, so check.py can match it byte for byte with what the tap saw.
-  timeout "$RECORD_TIMEOUT" "$BIN" record --url "http://127.0.0.1:$tport/v1" --model "$MODEL" \
+  timeout "$RECORD_TIMEOUT" "$BIN" record --url "$scheme://127.0.0.1:$tport/v1" --model "$MODEL" \
     --api "$api" --http 1 --requests "$REQUESTS" --concurrency "$CONCURRENCY" \
     --input-tokens "$INPUT_TOKENS" --max-tokens "$MAX_TOKENS" --extra-body "$EXTRA_BODY" \
     --capture raw --timeout "$REQUEST_TIMEOUT" --progress off \
-    --label "engine=$engine" --label suite=conformance "${key_args[@]}" -o "$trace" \
+    --label "engine=$engine" --label suite=conformance "${key_args[@]}" "${tls_args[@]}" -o "$trace" \
     >"$RUN/$name.record.log" 2>&1 || rc=$?
   sed 's/^/    /' "$RUN/$name.record.log" | tail -4
   stop "$tap_pid"
   if [ ! -s "$trace" ]; then
-    fail_row "$engine" "$api" record "exit $rc, no trace: $(tail -1 "$RUN/$name.record.log" | cut -c1-150)"
+    fail_row "$label" "$api" record "exit $rc, no trace: $(tail -1 "$RUN/$name.record.log" | cut -c1-150)"
     return
   fi
   [ $rc -eq 0 ] || log "tokentrace record exit $rc for $name (checks say why)"
-  check stream --bin "$BIN" --engine "$engine" --api "$api" --trace "$trace" --tap "$taplog" \
+  check stream --bin "$BIN" --engine "$label" --api "$api" --trace "$trace" --tap "$taplog" \
     --expect "$REQUESTS" "${timing_args[@]}" || true
 }
 
@@ -258,6 +267,18 @@ if [[ " $ONLY " == *" stream "* ]]; then
     [ "${READY[$engine]}" = 1 ] || continue
     for api in chat completions; do record_through_tap "$engine" "$api"; done
   done
+  # Over TLS from OpenSSL (the tap's), on each client: the own client's TLS reads records
+  # split however OpenSSL writes them, and must record the same events as the wire carried.
+  if [ "${READY[llama-server]}" = 1 ]; then
+    TLS_CERT=$RUN/tap-cert.pem; TLS_KEY=$RUN/tap-key.pem
+    if openssl req -x509 -newkey rsa:2048 -nodes -keyout "$TLS_KEY" -out "$TLS_CERT" -days 2 \
+      -subj /CN=localhost -addext basicConstraints=critical,CA:FALSE \
+      -addext subjectAltName=IP:127.0.0.1,DNS:localhost >"$RUN/tap-cert.log" 2>&1; then
+      for client in own own-task hyper; do record_through_tap llama-server chat "$client"; done
+    else
+      fail_row "llama-server tls" chat tap "no certificate: $(tail -1 "$RUN/tap-cert.log")"
+    fi
+  fi
 fi
 
 # ---------------------------------------------------------------- AIPerf, imported

@@ -2,6 +2,7 @@
 """An independent witness between a client and an HTTP/1.1 server.
 
     tap.py --listen PORT --upstream 127.0.0.1:PORT --log exchanges.jsonl
+           [--tls-cert CERT.pem --tls-key KEY.pem]
 
 Forwards bytes both ways unchanged and as soon as they arrive, and parses a copy of them itself
 (it shares no code with tokentrace): request heads and bodies, response heads, bodies framed by
@@ -12,12 +13,17 @@ data events, comment lines, events carrying output text, `[DONE]`, usage, llama.
 clock tokentrace's traces use, so the two can be compared). One line per connection too, with
 who closed it and how many exchanges it carried.
 
+With --tls-cert and --tls-key it serves TLS to the client (Python's ssl module, that is
+OpenSSL: a TLS stack tokentrace shares nothing with), still forwards plaintext upstream, and
+logs the plaintext exchanges as above; closing a client connection sends close_notify.
+
 Standard library only; ends on SIGTERM or SIGINT.
 """
 import argparse
 import asyncio
 import json
 import signal
+import ssl
 import sys
 import time
 
@@ -471,11 +477,20 @@ async def main():
     ap.add_argument('--listen', type=int, required=True, help='port on 127.0.0.1 (0: any)')
     ap.add_argument('--upstream', required=True, help='host:port of the server')
     ap.add_argument('--log', required=True, help='JSON lines file (appended)')
+    ap.add_argument('--tls-cert', help='serve TLS with this certificate (PEM)')
+    ap.add_argument('--tls-key', help="the certificate's private key (PEM)")
     args = ap.parse_args()
+    tls = None
+    if args.tls_cert or args.tls_key:
+        if not (args.tls_cert and args.tls_key):
+            ap.error('--tls-cert and --tls-key go together')
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(args.tls_cert, args.tls_key)
     tap = Tap(args.upstream, args.log)
-    server = await asyncio.start_server(tap.handle, '127.0.0.1', args.listen)
+    server = await asyncio.start_server(tap.handle, '127.0.0.1', args.listen, ssl=tls)
     port = server.sockets[0].getsockname()[1]
-    print(f'tap listening on 127.0.0.1:{port} -> {args.upstream}', flush=True)
+    scheme = 'https' if tls else 'http'
+    print(f'tap listening on 127.0.0.1:{port} ({scheme}) -> {args.upstream}', flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
