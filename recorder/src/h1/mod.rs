@@ -34,8 +34,9 @@ pub const READ_BUF: usize = 16384;
 
 /// A thread's buffers for the connections it reads.
 struct Space {
-    /// Where a read goes: over TLS after the connection's tail (a record a read ended
-    /// inside of), so it has room for a whole record before [`READ_BUF`] bytes.
+    /// Where a read goes: over TLS after the connection's tail (what a read left of a
+    /// record, or of a handshake message), so it has room for [`tls::TAIL_MAX`] bytes before
+    /// [`READ_BUF`].
     read: Box<[u8]>,
     /// The plaintext of the whole records of a TLS read (never longer than `read`).
     plain: Box<[u8]>,
@@ -44,11 +45,11 @@ struct Space {
 thread_local! {
     /// The buffers of every connection this thread reads. A read's bytes are looked at
     /// within the poll that read them and never kept (the framing and the SSE parser copy what
-    /// they must), so one set per thread serves every stream: 16 KiB (and over TLS 54 KiB)
-    /// per thread instead of per open connection.
+    /// they must), so one set per thread serves every stream: 16 KiB (over TLS about 200 KiB)
+    /// per thread instead of per open connection (pages a read never reaches stay untouched).
     static SPACE: RefCell<Space> = RefCell::new(Space {
-        read: vec![0u8; tls::RECORD_MAX + READ_BUF].into_boxed_slice(),
-        plain: vec![0u8; tls::RECORD_MAX + READ_BUF].into_boxed_slice(),
+        read: vec![0u8; tls::TAIL_MAX + READ_BUF].into_boxed_slice(),
+        plain: vec![0u8; tls::TAIL_MAX + READ_BUF].into_boxed_slice(),
     });
 }
 
@@ -109,6 +110,9 @@ impl Conn {
                     }
                 }
                 Io::Tls(tcp, link) => loop {
+                    if let Some(e) = link.take_failure() {
+                        return Poll::Ready(Err(e));
+                    }
                     if link.closed() {
                         return Poll::Ready(Ok(look(&[], clock)));
                     }
@@ -189,7 +193,10 @@ impl Conn {
             }
             Io::Tls(tcp, link) => {
                 // A whole record never waits in the tail (every read decrypts all it
-                // completes), but a close_notify read with the response head may.
+                // completes), but a close_notify or an error read with the response head may.
+                if let Some(e) = link.take_failure() {
+                    return Err(e);
+                }
                 if link.closed() {
                     look(&[], clock);
                     return Ok(());
@@ -202,7 +209,13 @@ impl Conn {
                     Ok(0) => Err(tls::unannounced_close()),
                     Ok(n) => {
                         let len = link.open(&mut read[..held + n], plain)?;
-                        if (len == 0 || look(&plain[..len], clock)) && link.closed() {
+                        if len > 0 && !look(&plain[..len], clock) {
+                            return Ok(());
+                        }
+                        if let Some(e) = link.take_failure() {
+                            return Err(e);
+                        }
+                        if link.closed() {
                             look(&[], clock);
                         }
                         Ok(())
@@ -332,8 +345,11 @@ impl Pool {
         None
     }
 
-    /// Keeps `conn` for the next request.
+    /// Keeps `conn` for the next request (not one whose TLS failed after its response).
     pub fn put_back(&self, mut conn: Conn) {
+        if matches!(&conn.io, Io::Tls(_, link) if link.failed()) {
+            return;
+        }
         conn.reused = true;
         if let Ok(mut idle) = self.idle.lock() {
             idle.push((conn, Instant::now()));

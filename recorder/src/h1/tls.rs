@@ -21,11 +21,14 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// The largest TLS record on the wire: a 5-byte header and at most 2^14 bytes of plaintext
 /// plus 2,048 of expansion (TLS 1.2's limit; TLS 1.3 allows 256).
-pub const RECORD_MAX: usize = 5 + 16384 + 2048;
+const RECORD_MAX: usize = 5 + 16384 + 2048;
 
-/// The largest handshake flight buffered (rustls's own limit for a handshake message is
-/// 64 KiB: a long certificate chain).
-const HANDSHAKE_MAX: usize = 0x10000 + RECORD_MAX;
+/// The most bytes a connection keeps between reads (its tail), and the most the handshake
+/// buffers. A tail is usually part of one record, but rustls keeps the records of a
+/// handshake message split across several in the caller's buffer until the message is whole
+/// (a session ticket after the handshake, a certificate chain during it), and it accepts such
+/// messages up to 64 KiB: room for that and the record it ends in.
+pub const TAIL_MAX: usize = 0x10000 + RECORD_MAX;
 
 /// A tail kept between reads keeps its allocation up to this size (so that a stream whose
 /// reads keep ending inside records does not allocate for each); a larger one is freed once
@@ -38,11 +41,15 @@ pub struct TlsLink {
     /// The bytes after the last whole record read: the start of a record a read ended inside
     /// of (and, after the handshake, whatever came with its last flight).
     tail: Vec<u8>,
-    /// Bytes rustls asked to send after the handshake (a key update's answer); they go out
-    /// before the next request.
+    /// Bytes rustls asked to send after the handshake (an alert, say); they go out before
+    /// the next request. (A key update's answer is not among them: rustls writes it ahead of
+    /// the next request's records itself.)
     unsent: Vec<u8>,
     /// The server's close_notify was read: no more plaintext follows.
     closed: bool,
+    /// An error met after a read's first records gave plaintext: that plaintext is handed on
+    /// first and the error after it, as a buffered TLS stream reports it on the next read.
+    failure: Option<io::Error>,
 }
 
 /// A TLS failure as an I/O error (rustls's text says what it was).
@@ -161,13 +168,13 @@ impl TlsLink {
                 }
                 Some(Then::Receive) => {
                     if used == incoming.len() {
-                        if incoming.len() >= HANDSHAKE_MAX {
+                        if incoming.len() >= TAIL_MAX {
                             return Err(io::Error::new(
                                 io::ErrorKind::InvalidData,
-                                "TLS handshake flight over 64 KiB",
+                                "TLS handshake message over 64 KiB",
                             ));
                         }
-                        incoming.resize(incoming.len() * 2, 0);
+                        incoming.resize((incoming.len() * 2).min(TAIL_MAX), 0);
                     }
                     let n = tcp.read(&mut incoming[used..]).await?;
                     if n == 0 {
@@ -181,17 +188,20 @@ impl TlsLink {
                 Some(Then::Done) => break,
             }
         }
+        // `used` is at most `incoming.len()`, which is at most TAIL_MAX.
         Ok(TlsLink {
             session,
             tail: incoming[..used].to_vec(),
             unsent: outgoing,
             closed: false,
+            failure: None,
         })
     }
 
     /// Copies the tail to the front of `cipher` (which has room for a whole record and a
     /// read after it) and returns its length: a read's bytes go after it.
     pub fn load_tail(&self, cipher: &mut [u8]) -> usize {
+        // At most TAIL_MAX bytes (`open`, `connect`), which the thread's buffer has room for.
         let n = self.tail.len();
         cipher[..n].copy_from_slice(&self.tail);
         n
@@ -200,45 +210,28 @@ impl TlsLink {
     /// Decrypts the whole records at the front of `cipher` (the tail and a read's bytes
     /// after it), their plaintext, in order, into `plain` (at least as long as `cipher`:
     /// plaintext is never longer than its record); what follows the last whole record becomes
-    /// the tail. The plaintext's length.
+    /// the tail. The plaintext's length. An error after some plaintext waits for
+    /// [`TlsLink::take_failure`].
     pub fn open(&mut self, cipher: &mut [u8], plain: &mut [u8]) -> io::Result<usize> {
         let mut at = 0;
         let mut out = 0;
-        while !self.closed {
-            let UnbufferedStatus { discard, state } =
-                self.session.process_tls_records(&mut cipher[at..]);
-            let mut more = true;
-            match state.map_err(tls_error)? {
-                ConnectionState::ReadTraffic(mut traffic) => {
-                    while let Some(record) = traffic.next_record() {
-                        let record = record.map_err(tls_error)?;
-                        let to = out + record.payload.len();
-                        let Some(space) = plain.get_mut(out..to) else {
-                            return Err(io::Error::other("TLS plaintext over its buffer"));
-                        };
-                        space.copy_from_slice(record.payload);
-                        out = to;
-                        at += record.discard;
-                    }
-                }
-                ConnectionState::EncodeTlsData(mut encode) => {
-                    encode_into(&mut self.unsent, &mut encode)?
-                }
-                // The bytes wait in `unsent` and go out before the next request: a key
-                // update's answer must precede our next record, and nothing else waits on it.
-                ConnectionState::TransmitTlsData(transmit) => transmit.done(),
-                ConnectionState::WriteTraffic(_) | ConnectionState::BlockedHandshake => {
-                    more = false
-                }
-                ConnectionState::PeerClosed | ConnectionState::Closed => self.closed = true,
-                other => return Err(unexpected(&other)),
+        match self.open_records(cipher, plain, &mut at, &mut out) {
+            Ok(()) => {}
+            Err(e) if out > 0 => {
+                // The connection is over; its plaintext so far still counts.
+                self.failure = Some(e);
+                self.tail = Vec::new();
+                return Ok(out);
             }
-            at += discard;
-            if !more {
-                break;
-            }
+            Err(e) => return Err(e),
         }
         let rest = &cipher[at..];
+        if rest.len() > TAIL_MAX {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "TLS handshake message over 64 KiB",
+            ));
+        }
         if rest.is_empty() && self.tail.capacity() > TAIL_KEEP {
             self.tail = Vec::new();
         } else {
@@ -246,6 +239,62 @@ impl TlsLink {
             self.tail.extend_from_slice(rest);
         }
         Ok(out)
+    }
+
+    /// [`TlsLink::open`]'s loop: `at` counts the bytes of `cipher` used up, `out` the
+    /// plaintext written to `plain`.
+    fn open_records(
+        &mut self,
+        cipher: &mut [u8],
+        plain: &mut [u8],
+        at: &mut usize,
+        out: &mut usize,
+    ) -> io::Result<()> {
+        while !self.closed {
+            let UnbufferedStatus { discard, state } =
+                self.session.process_tls_records(&mut cipher[*at..]);
+            let mut more = true;
+            match state.map_err(tls_error)? {
+                ConnectionState::ReadTraffic(mut traffic) => {
+                    while let Some(record) = traffic.next_record() {
+                        let record = record.map_err(tls_error)?;
+                        let to = *out + record.payload.len();
+                        let Some(space) = plain.get_mut(*out..to) else {
+                            return Err(io::Error::other("TLS plaintext over its buffer"));
+                        };
+                        space.copy_from_slice(record.payload);
+                        *out = to;
+                        *at += record.discard;
+                    }
+                }
+                ConnectionState::EncodeTlsData(mut encode) => {
+                    encode_into(&mut self.unsent, &mut encode)?
+                }
+                // The bytes wait in `unsent` and go out before the next request; nothing
+                // waits on them.
+                ConnectionState::TransmitTlsData(transmit) => transmit.done(),
+                ConnectionState::WriteTraffic(_) | ConnectionState::BlockedHandshake => {
+                    more = false
+                }
+                ConnectionState::PeerClosed | ConnectionState::Closed => self.closed = true,
+                other => return Err(unexpected(&other)),
+            }
+            *at += discard;
+            if !more {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// The error [`TlsLink::open`] set aside after handing on plaintext, if any.
+    pub fn take_failure(&mut self) -> Option<io::Error> {
+        self.failure.take()
+    }
+
+    /// Whether an error is set aside: the connection cannot carry another request.
+    pub fn failed(&self) -> bool {
+        self.failure.is_some()
     }
 
     /// Whether the server's close_notify was read.
@@ -390,12 +439,7 @@ mod tests {
                 }
                 got
             });
-            let name = ServerName::try_from("localhost").expect("name");
-            let mut link = TlsLink::connect(&mut near, client_config, name)
-                .await
-                .expect("handshake");
-            let sealed = link.seal(&request).expect("seal");
-            near.write_all(&sealed).await.expect("send");
+            let mut link = handshake_and_send(&mut near, client_config, &request).await;
             let got = server.await.expect("server");
             assert_eq!(got, request, "the server read the request whole");
             let mut wire = Vec::new();
@@ -404,11 +448,26 @@ mod tests {
         })
     }
 
+    /// The client's side: a handshake on `near`, then `request` sent.
+    async fn handshake_and_send(
+        near: &mut DuplexStream,
+        config: Arc<ClientConfig>,
+        request: &[u8],
+    ) -> TlsLink {
+        let name = ServerName::try_from("localhost").expect("name");
+        let mut link = TlsLink::connect(near, config, name)
+            .await
+            .expect("handshake");
+        let sealed = link.seal(request).expect("seal");
+        near.write_all(&sealed).await.expect("send");
+        link
+    }
+
     /// Feeds `wire` to `link` in reads of the given sizes, as the read path does; the
     /// plaintext, and the first error.
     fn feed(link: &mut TlsLink, wire: &[u8], sizes: &[usize]) -> (Vec<u8>, Option<io::Error>) {
-        let mut cipher = vec![0u8; RECORD_MAX + 16384];
-        let mut plain = vec![0u8; RECORD_MAX + 16384];
+        let mut cipher = vec![0u8; TAIL_MAX + 16384];
+        let mut plain = vec![0u8; TAIL_MAX + 16384];
         let mut got = Vec::new();
         let mut at = 0;
         let mut turn = 0;
@@ -423,6 +482,9 @@ mod tests {
             match link.open(&mut cipher[..held + n], &mut plain) {
                 Ok(len) => got.extend_from_slice(&plain[..len]),
                 Err(e) => return (got, Some(e)),
+            }
+            if let Some(e) = link.take_failure() {
+                return (got, Some(e));
             }
         }
         (got, None)
@@ -479,16 +541,96 @@ mod tests {
         assert!(!link.closed(), "no close_notify was sent");
     }
 
+    /// The records before the damaged one in the same read are handed on, then the error;
+    /// the damaged record's bytes never are.
     #[test]
-    fn a_damaged_record_is_an_error_not_plaintext() {
+    fn a_damaged_record_is_an_error_after_the_plaintext_before_it() {
         let records = events(3, 50);
         let (mut link, mut wire) = converse(b"x", &records, true);
+        // The last 24 bytes are the close_notify record; 40 from the end is in the third
+        // event's record.
         let last = wire.len() - 40;
         wire[last] ^= 0x40;
         let (got, err) = feed(&mut link, &wire, &[16384]);
         let err = err.expect("a damaged record fails");
         assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{err}");
-        assert!(records.concat().starts_with(&got));
+        assert_eq!(got, records[..2].concat());
+    }
+
+    /// A session ticket over several records after the handshake (rustls keeps a handshake
+    /// message's records in the caller's buffer until it is whole): the tail grows past one
+    /// record, and the events after it still come through.
+    #[test]
+    fn a_handshake_message_over_several_records_is_kept_whole() {
+        #[derive(Debug)]
+        struct LongTickets;
+        impl rustls::server::ProducesTickets for LongTickets {
+            fn enabled(&self) -> bool {
+                true
+            }
+            fn lifetime(&self) -> u32 {
+                60
+            }
+            fn encrypt(&self, plain: &[u8]) -> Option<Vec<u8>> {
+                let mut ticket = plain.to_vec();
+                ticket.resize(30000, 7);
+                Some(ticket)
+            }
+            fn decrypt(&self, _: &[u8]) -> Option<Vec<u8>> {
+                None
+            }
+        }
+        let (client_config, server_config) = configs(&[&rustls::version::TLS13]);
+        let mut server_config = Arc::into_inner(server_config).expect("one owner");
+        server_config.ticketer = Arc::new(LongTickets);
+        server_config.send_tls13_tickets = 1;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let records = events(4, 80);
+        let expected = records.concat();
+        runtime.block_on(async move {
+            let (mut near, far) = tokio::io::duplex(1 << 20);
+            let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server_config));
+            let server = tokio::spawn(async move {
+                let mut tls = acceptor.accept(far).await.expect("accept");
+                let mut request = [0u8; 1];
+                tls.read_exact(&mut request).await.expect("request");
+                for record in &records {
+                    tls.write_all(record).await.expect("write");
+                    tls.flush().await.expect("flush");
+                }
+                tls.shutdown().await.expect("close_notify");
+            });
+            let mut link = handshake_and_send(&mut near, client_config, b"x").await;
+            server.await.expect("server");
+            let mut wire = Vec::new();
+            near.read_to_end(&mut wire).await.expect("wire");
+            let mut most = 0;
+            let mut cipher = vec![0u8; TAIL_MAX + 16384];
+            let mut plain = vec![0u8; TAIL_MAX + 16384];
+            let mut got = Vec::new();
+            // 16 KiB then 6,000 bytes: the ticket's first record whole, its second not yet.
+            let mut rest = &wire[..];
+            for size in [16384, 6000].into_iter().cycle() {
+                if rest.is_empty() {
+                    break;
+                }
+                let (piece, after) = rest.split_at(size.min(rest.len()));
+                rest = after;
+                let held = link.load_tail(&mut cipher);
+                cipher[held..held + piece.len()].copy_from_slice(piece);
+                let len = link
+                    .open(&mut cipher[..held + piece.len()], &mut plain)
+                    .expect("open");
+                got.extend_from_slice(&plain[..len]);
+                most = most.max(link.tail.len());
+            }
+            assert!(most > RECORD_MAX, "the ticket spans records: tail {most}");
+            assert_eq!(got, expected);
+            assert!(link.closed());
+        });
     }
 
     #[test]
@@ -526,14 +668,9 @@ mod tests {
                 tls.read_exact(&mut second).await.expect("second request");
                 second
             });
-            let name = ServerName::try_from("localhost").expect("name");
-            let mut link = TlsLink::connect(&mut near, client_config, name)
-                .await
-                .expect("handshake");
-            let sealed = link.seal(b"first").expect("seal");
-            near.write_all(&sealed).await.expect("send");
-            let mut cipher = vec![0u8; RECORD_MAX + 16384];
-            let mut plain = vec![0u8; RECORD_MAX + 16384];
+            let mut link = handshake_and_send(&mut near, client_config, b"first").await;
+            let mut cipher = vec![0u8; TAIL_MAX + 16384];
+            let mut plain = vec![0u8; TAIL_MAX + 16384];
             let mut got = Vec::new();
             while got.len() < b"beforeafter".len() {
                 let held = link.load_tail(&mut cipher);
