@@ -439,7 +439,7 @@ mod tests {
                 }
                 got
             });
-            let mut link = handshake_and_send(&mut near, client_config, &request).await;
+            let link = handshake_and_send(&mut near, client_config, &request).await;
             let got = server.await.expect("server");
             assert_eq!(got, request, "the server read the request whole");
             let mut wire = Vec::new();
