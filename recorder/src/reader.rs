@@ -6,7 +6,7 @@
 //! socket reported readable, makes one read, stamps it with the kernel's receive time and
 //! frames, parses and classifies its bytes right there: one wake-up and one read per arrival,
 //! as the benchmark's epoll floor does, with no task, waker or timer per stream and no
-//! hand-off per chunk. Deadlines are one heap for all streams, checkpoints one tick for all.
+//! hand-off per chunk. Deadlines are one heap for all streams, checkpoint times another.
 //!
 //! Why a thread of its own rather than tokio tasks: with a task per stream, every arrival
 //! wakes tokio's I/O driver, schedules the task, polls its future (and the timers and the
@@ -42,7 +42,9 @@ pub trait Tenant<C>: Send {
     fn expired(&mut self, ctx: &C);
     /// The run was interrupted: the response ends as cancelled.
     fn cancelled(&mut self, ctx: &C);
-    /// A share of the tick period passed: the body checkpoints if its own tick is due.
+    /// When the body's next tick (checkpoint) is due.
+    fn next_tick(&self) -> Instant;
+    /// Its tick is due: the body checkpoints and moves [`Tenant::next_tick`] on.
     fn tick(&mut self, ctx: &C);
     /// The socket could not be watched, or the reader failed on this response: it ends with
     /// `error`.
@@ -67,7 +69,8 @@ pub struct Reader<C> {
 
 impl<C: Send + 'static> Reader<C> {
     /// Starts the reader thread; `ctx` is what its streams share (the reader's own copy),
-    /// `tick_every` the period each body's ticks are due at (None: no ticks).
+    /// `tick_every` the checkpoint period its bodies keep (None: no ticks; each body says when
+    /// its own next tick is due).
     pub fn spawn(ctx: C, tick_every: Option<Duration>) -> io::Result<Reader<C>> {
         let epoll = Epoll::new()?;
         let wake = std::sync::Arc::new(EventFd::new()?);
@@ -155,17 +158,17 @@ struct Loop<C> {
     /// (deadline, slot, generation), earliest first; an entry whose stream has moved its
     /// deadline (or gone) is skipped when it comes up.
     deadlines: BinaryHeap<Reverse<(Instant, u32, u32)>>,
-    /// The period between two ticks (a [`TICK_DIVISIONS`]th of the tick period a body asks
-    /// for) and the next tick.
-    ticks: Option<(Duration, Instant)>,
+    /// (tick due, slot, generation), earliest first, one entry per body held when bodies
+    /// tick (None: they do not). A body is touched only when its own tick is due, so a
+    /// thousand quiet bodies cost nothing between their checkpoints; an entry of a body gone
+    /// is dropped when it comes up, within one period.
+    ticks: Option<BinaryHeap<Reverse<(Instant, u32, u32)>>>,
     closing: bool,
 }
 
-/// Every body is asked this many times per tick period whether its own tick is due: each
-/// checkpoints on its own clock (`every` after its start or its last checkpoint, as in its
-/// task), at most an eighth of a period late, so a body shorter than a period makes no
-/// checkpoint, and a thousand bodies do not all checkpoint at one instant.
-const TICK_DIVISIONS: u32 = 8;
+/// The least time between two ticks of one body: a tick period of a few nanoseconds would
+/// spin the thread.
+const MIN_TICK_GAP: Duration = Duration::from_millis(1);
 
 impl<C> Loop<C> {
     fn new(
@@ -175,11 +178,7 @@ impl<C> Loop<C> {
         rx: mpsc::Receiver<Message<C>>,
         tick_every: Option<Duration>,
     ) -> Loop<C> {
-        let ticks = tick_every.map(|every| {
-            // At least a millisecond: a tick period of a few nanoseconds would spin the thread.
-            let sub = (every / TICK_DIVISIONS).max(Duration::from_millis(1));
-            (sub, Instant::now() + sub)
-        });
+        let ticks = tick_every.map(|_| BinaryHeap::new());
         Loop {
             ctx,
             epoll,
@@ -233,26 +232,36 @@ impl<C> Loop<C> {
         }
     }
 
-    /// Asks every body held whether its tick is due, when a tick is due by `now`.
+    /// Ticks every body whose tick is due by `now`, and only those.
     fn tick_due(&mut self, now: Instant) {
-        let Some((sub, next)) = self.ticks else {
+        let mut failed = Vec::new();
+        let Some(ticks) = self.ticks.as_mut() else {
             return;
         };
-        if now < next {
-            return;
-        }
-        let mut failed = Vec::new();
-        for (slot, (tenant, _)) in self.slots.iter_mut().enumerate() {
-            if let Some(tenant) = tenant {
-                if guarded(&self.ctx, tenant.as_mut(), |t, ctx| t.tick(ctx)).is_none() {
-                    failed.push(slot as u32);
-                }
+        while let Some(&Reverse((at, slot, generation))) = ticks.peek() {
+            if at > now {
+                break;
             }
+            ticks.pop();
+            let Some((Some(tenant), held)) = self.slots.get_mut(slot as usize) else {
+                continue;
+            };
+            // An entry of an earlier body in the slot.
+            if *held != generation {
+                continue;
+            }
+            if tenant.next_tick() <= now
+                && guarded(&self.ctx, tenant.as_mut(), |t, ctx| t.tick(ctx)).is_none()
+            {
+                failed.push(slot);
+                continue;
+            }
+            let next = tenant.next_tick().max(now + MIN_TICK_GAP);
+            ticks.push(Reverse((next, slot, generation)));
         }
         for slot in failed {
             self.release(slot);
         }
-        self.ticks = Some((sub, now + sub));
     }
 
     /// Ends every body held with `error` and hands it back.
@@ -276,8 +285,8 @@ impl<C> Loop<C> {
         if let Some(Reverse((at, _, _))) = self.deadlines.peek() {
             until = until.min(*at);
         }
-        if let Some((_, next)) = self.ticks {
-            until = until.min(next);
+        if let Some(Reverse((at, _, _))) = self.ticks.as_ref().and_then(BinaryHeap::peek) {
+            until = until.min(*at);
         }
         until.saturating_duration_since(now)
     }
@@ -328,6 +337,9 @@ impl<C> Loop<C> {
         }
         self.deadlines
             .push(Reverse((tenant.deadline(), slot, generation)));
+        if let Some(ticks) = self.ticks.as_mut() {
+            ticks.push(Reverse((tenant.next_tick(), slot, generation)));
+        }
         self.by_key.insert(tenant.key(), slot);
         self.slots[slot as usize] = (Some(tenant), generation);
     }

@@ -15,6 +15,9 @@ struct Fake {
     deadline: Instant,
     ending: Option<&'static str>,
     ticks: u32,
+    /// When its next tick is due, and the period after each (None: it never ticks again).
+    next_tick: Instant,
+    tick_every: Option<Duration>,
     /// Watch this descriptor instead of the socket.
     watch: Option<RawFd>,
     /// Where its ticks are noted, by key.
@@ -42,6 +45,8 @@ impl Fake {
             deadline: Instant::now() + deadline,
             ending: None,
             ticks: 0,
+            next_tick: Instant::now() + NEVER,
+            tick_every: None,
             watch: None,
             tick_log: None,
             over_at_adoption: false,
@@ -95,7 +100,15 @@ impl Tenant<()> for Fake {
     fn cancelled(&mut self, _: &()) {
         self.ending = Some("cancelled");
     }
+    fn next_tick(&self) -> Instant {
+        self.next_tick
+    }
     fn tick(&mut self, _: &()) {
+        assert!(
+            self.next_tick <= Instant::now(),
+            "ticked before its tick was due"
+        );
+        self.next_tick = Instant::now() + self.tick_every.unwrap_or(NEVER);
         self.ticks += 1;
         if let Some(log) = &self.tick_log {
             log.lock().unwrap().push(self.key);
@@ -117,6 +130,8 @@ fn returned(back: &Receiver<Box<Fake>>) -> Box<Fake> {
 }
 
 const LONG: Duration = Duration::from_secs(600);
+/// Later than any test runs.
+const NEVER: Duration = Duration::from_secs(365 * 24 * 3600);
 
 #[test]
 fn bodies_are_read_as_their_bytes_come_and_handed_back_at_their_end() {
@@ -196,29 +211,49 @@ fn token_of(held: &Loop<()>, key: u64) -> u64 {
 }
 
 #[test]
-fn every_tick_asks_every_body() {
-    let every = Duration::from_millis(80);
-    let mut held = by_hand(Some(every));
+fn each_body_ticks_when_its_own_tick_is_due_and_only_then() {
+    let mut held = by_hand(Some(Duration::from_millis(80)));
     let (back_tx, _back) = std::sync::mpsc::channel();
     let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut peers = Vec::new();
+    let start = Instant::now();
+    // Body k's first tick is due k × 10 ms from now, the next ones a long way off.
     for key in 0..20 {
         let (mut fake, peer) = Fake::new(key, LONG, &back_tx);
         fake.tick_log = Some(log.clone());
+        fake.next_tick = start + Duration::from_millis(10 * key);
+        fake.tick_every = Some(LONG);
         held.adopt(fake);
         peers.push(peer);
     }
-    let start = Instant::now();
+    // Bodies 1–20 are not due yet; 0 is (its tick asserts that it is due when it runs).
     held.tick_due(start);
-    assert!(log.lock().unwrap().is_empty(), "no tick due yet");
-    let sub = every / TICK_DIVISIONS + Duration::from_millis(1);
-    held.tick_due(start + sub);
-    let mut asked = log.lock().unwrap().clone();
-    asked.sort();
-    assert_eq!(asked, (0..20).collect::<Vec<u64>>(), "each body asked once");
-    // Not again before the next tick is due.
-    held.tick_due(start + sub + Duration::from_millis(1));
-    assert_eq!(log.lock().unwrap().len(), 20);
+    assert_eq!(*log.lock().unwrap(), vec![0]);
+    let until = start + Duration::from_millis(55);
+    while Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    held.tick_due(until);
+    assert_eq!(
+        *log.lock().unwrap(),
+        vec![0, 1, 2, 3, 4, 5],
+        "in the order they fell due"
+    );
+    // Those that ticked are due again only a period later: nothing more by then.
+    held.tick_due(until);
+    assert_eq!(log.lock().unwrap().len(), 6);
+    // A released body's entry is dropped, not ticked.
+    held.release(held.by_key[&6]);
+    let until = start + Duration::from_millis(75);
+    while Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    held.tick_due(until);
+    assert_eq!(*log.lock().unwrap(), vec![0, 1, 2, 3, 4, 5, 7]);
+    assert!(
+        held.wait_for() <= Duration::from_millis(10),
+        "body 8 is due next"
+    );
 }
 
 #[test]
@@ -356,7 +391,9 @@ fn a_cancel_ends_the_body_it_names() {
 fn held_bodies_tick_and_a_dropped_reader_hands_them_back_cancelled() {
     let reader = Reader::spawn((), Some(Duration::from_millis(20))).unwrap();
     let (tx, back) = std::sync::mpsc::channel();
-    let (fake, _peer) = Fake::new(7, LONG, &tx);
+    let (mut fake, _peer) = Fake::new(7, LONG, &tx);
+    fake.next_tick = Instant::now() + Duration::from_millis(20);
+    fake.tick_every = Some(Duration::from_millis(20));
     reader.adopt(fake).map_err(|_| ()).unwrap();
     std::thread::sleep(Duration::from_millis(300));
     drop(reader);

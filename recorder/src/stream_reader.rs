@@ -173,12 +173,13 @@ impl Tenant<StreamContext> for Streaming {
         self.state.record.meta.end_ns = ctx.now_ns();
     }
 
+    fn next_tick(&self) -> Instant {
+        self.next_tick
+    }
+
     fn tick(&mut self, ctx: &StreamContext) {
-        let now = Instant::now();
-        if now >= self.next_tick {
-            self.state.checkpoint(ctx);
-            self.next_tick = ctx.next_checkpoint(now);
-        }
+        self.state.checkpoint(ctx);
+        self.next_tick = ctx.next_checkpoint(Instant::now());
     }
 
     fn unwatchable(&mut self, ctx: &StreamContext, error: &io::Error) {
