@@ -396,20 +396,27 @@ impl<C> Loop<C> {
         self.prune_deadlines();
     }
 
-    /// Drops the heap's entries that no longer count once they outnumber the streams held
-    /// several times over: a finished request's total deadline (600 s by default) would
-    /// otherwise stay in the heap, and a long run would grow it without bound.
+    /// Drops the heaps' entries that no longer count once they outnumber the streams held
+    /// several times over: a finished request's total deadline (600 s by default), or its
+    /// next checkpoint under a long `--checkpoint-every`, would otherwise stay in a heap, and
+    /// a long run would grow it without bound.
     fn prune_deadlines(&mut self) {
-        if self.deadlines.len() <= 4 * self.by_key.len() + 1024 {
-            return;
-        }
+        let bound = 4 * self.by_key.len() + 1024;
         let slots = &self.slots;
-        self.deadlines.retain(|Reverse((at, slot, generation))| {
-            matches!(
-                slots.get(*slot as usize),
-                Some((Some(tenant), held)) if held == generation && tenant.deadline() == *at
-            )
-        });
+        if self.deadlines.len() > bound {
+            self.deadlines.retain(|Reverse((at, slot, generation))| {
+                matches!(
+                    slots.get(*slot as usize),
+                    Some((Some(tenant), held)) if held == generation && tenant.deadline() == *at
+                )
+            });
+        }
+        if let Some(ticks) = self.ticks.as_mut().filter(|ticks| ticks.len() > bound) {
+            // A body held has exactly one entry: the one its slot and generation name.
+            ticks.retain(|Reverse((_, slot, generation))| {
+                matches!(slots.get(*slot as usize), Some((Some(_), held)) if held == generation)
+            });
+        }
     }
 }
 

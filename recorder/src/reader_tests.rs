@@ -175,9 +175,9 @@ fn bodies_are_read_as_their_bytes_come_and_handed_back_at_their_end() {
 }
 
 #[test]
-fn finished_bodies_leave_no_deadlines_behind() {
-    // One body at a time, to see the heap.
-    let mut held = by_hand(None);
+fn finished_bodies_leave_no_deadlines_or_checkpoint_times_behind() {
+    // One body at a time, to see the heaps; each body's next checkpoint is far off.
+    let mut held = by_hand(Some(LONG));
     let (back_tx, back) = std::sync::mpsc::channel();
     for key in 0..5000 {
         let (fake, mut peer) = Fake::new(key, LONG, &back_tx);
@@ -191,6 +191,8 @@ fn finished_bodies_leave_no_deadlines_behind() {
             "{} entries",
             held.deadlines.len()
         );
+        let ticks = held.ticks.as_ref().map_or(0, BinaryHeap::len);
+        assert!(ticks <= 1025, "{ticks} checkpoint times");
     }
     // One slot served them all, each time under a new generation.
     assert_eq!(held.slots.len(), 1);
