@@ -6,7 +6,7 @@
 //! whole event has been scanned successfully.
 
 use super::{FinishReason, OutputSink, Scan};
-use json::{unescape, Bail, Cursor, R};
+use json::{unescape, utf8, Bail, Cursor, R};
 pub(crate) use template::Template;
 use template::{CountField, Hole};
 use tokentrace_format::Usage;
@@ -118,14 +118,11 @@ impl<'a> Cursor<'a, '_> {
         let segment = if escaped {
             let from = self.scratch.len();
             unescape(&self.data[start..end], self.scratch)?;
-            std::str::from_utf8(&self.scratch[from..]).map_err(|_| Bail)?;
+            utf8(&self.scratch[from..])?;
             Segment::Scratch(kind, from, self.scratch.len())
         } else {
             let data: &'a [u8] = self.data;
-            Segment::Input(
-                kind,
-                std::str::from_utf8(&data[start..end]).map_err(|_| Bail)?,
-            )
+            Segment::Input(kind, utf8(&data[start..end])?)
         };
         self.segments[self.count] = Some(segment);
         self.count += 1;

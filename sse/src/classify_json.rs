@@ -10,6 +10,18 @@ pub(crate) struct Bail;
 /// Result of a scanning step.
 pub(crate) type R<T> = Result<T, Bail>;
 
+/// `bytes` as text, or [`Bail`] when they are not UTF-8. A streamed token's text is most often
+/// a few ASCII bytes, checked here inline, without a call; anything else goes through
+/// `std::str::from_utf8`.
+#[inline]
+pub(crate) fn utf8(bytes: &[u8]) -> R<&str> {
+    if bytes.is_ascii() {
+        // SAFETY: every byte is below 0x80, and ASCII text is valid UTF-8.
+        return Ok(unsafe { std::str::from_utf8_unchecked(bytes) });
+    }
+    std::str::from_utf8(bytes).map_err(|_| Bail)
+}
+
 /// Deepest nesting the scanner follows (serde_json's own limit is 128).
 const MAX_DEPTH: u32 = 64;
 
@@ -325,7 +337,27 @@ pub(crate) fn unescape(raw: &[u8], out: &mut Vec<u8>) -> R<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::plain_run;
+    use super::{plain_run, utf8};
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The inline ASCII check accepts and refuses what `from_utf8` does, and gives the
+        /// same text: arbitrary bytes, and valid text with bytes above 0x7F anywhere.
+        #[test]
+        fn text_is_accepted_exactly_when_it_is_utf8(
+            bytes in proptest::collection::vec(any::<u8>(), 0..40),
+            text in "\\PC{0,20}",
+        ) {
+            prop_assert_eq!(utf8(&bytes).ok(), std::str::from_utf8(&bytes).ok());
+            prop_assert_eq!(utf8(text.as_bytes()).ok(), Some(text.as_str()));
+            let whole = text.as_bytes();
+            if whole.last().is_some_and(|b| *b >= 0x80) {
+                // A multi-byte character cut short is not text.
+                let cut = &whole[..whole.len() - 1];
+                prop_assert_eq!(utf8(cut).ok(), std::str::from_utf8(cut).ok());
+            }
+        }
+    }
 
     /// The eight-byte skip stops where a byte-by-byte search would: at the first quote,
     /// backslash or control character, whatever the bytes around it (UTF-8 above 0x7F, other
