@@ -69,9 +69,8 @@ pub struct Reader<C> {
 
 impl<C: Send + 'static> Reader<C> {
     /// Starts the reader thread; `ctx` is what its streams share (the reader's own copy),
-    /// `tick_every` the checkpoint period its bodies keep (None: no ticks; each body says when
-    /// its own next tick is due).
-    pub fn spawn(ctx: C, tick_every: Option<Duration>) -> io::Result<Reader<C>> {
+    /// `ticking` whether its bodies tick (checkpoint), each when its [`Tenant::next_tick`] says.
+    pub fn spawn(ctx: C, ticking: bool) -> io::Result<Reader<C>> {
         let epoll = Epoll::new()?;
         let wake = std::sync::Arc::new(EventFd::new()?);
         epoll.ctl(
@@ -84,7 +83,7 @@ impl<C: Send + 'static> Reader<C> {
         let thread_wake = wake.clone();
         let thread = std::thread::Builder::new()
             .name("tokentrace-reader".into())
-            .spawn(move || Loop::new(ctx, epoll, thread_wake, rx, tick_every).run())?;
+            .spawn(move || Loop::new(ctx, epoll, thread_wake, rx, ticking).run())?;
         Ok(Reader {
             tx: Some(tx),
             wake,
@@ -176,9 +175,9 @@ impl<C> Loop<C> {
         epoll: Epoll,
         wake: std::sync::Arc<EventFd>,
         rx: mpsc::Receiver<Message<C>>,
-        tick_every: Option<Duration>,
+        ticking: bool,
     ) -> Loop<C> {
-        let ticks = tick_every.map(|_| BinaryHeap::new());
+        let ticks = ticking.then(BinaryHeap::new);
         Loop {
             ctx,
             epoll,
@@ -250,6 +249,7 @@ impl<C> Loop<C> {
             if *held != generation {
                 continue;
             }
+            // Due unless the body moved its tick later since the entry was made.
             if tenant.next_tick() <= now
                 && guarded(&self.ctx, tenant.as_mut(), |t, ctx| t.tick(ctx)).is_none()
             {

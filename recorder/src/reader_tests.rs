@@ -135,7 +135,7 @@ const NEVER: Duration = Duration::from_secs(365 * 24 * 3600);
 
 #[test]
 fn bodies_are_read_as_their_bytes_come_and_handed_back_at_their_end() {
-    let reader = Reader::spawn((), None).unwrap();
+    let reader = Reader::spawn((), false).unwrap();
     let (tx, back) = std::sync::mpsc::channel();
     let mut peers = Vec::new();
     for key in 0..40 {
@@ -177,7 +177,7 @@ fn bodies_are_read_as_their_bytes_come_and_handed_back_at_their_end() {
 #[test]
 fn finished_bodies_leave_no_deadlines_or_checkpoint_times_behind() {
     // One body at a time, to see the heaps; each body's next checkpoint is far off.
-    let mut held = by_hand(Some(LONG));
+    let mut held = by_hand(true);
     let (back_tx, back) = std::sync::mpsc::channel();
     for key in 0..5000 {
         let (fake, mut peer) = Fake::new(key, LONG, &back_tx);
@@ -200,10 +200,10 @@ fn finished_bodies_leave_no_deadlines_or_checkpoint_times_behind() {
 }
 
 /// A loop to drive by hand, without its thread.
-fn by_hand(tick_every: Option<Duration>) -> Loop<()> {
+fn by_hand(ticking: bool) -> Loop<()> {
     let (_tx, rx) = std::sync::mpsc::channel();
     let wake = std::sync::Arc::new(EventFd::new().unwrap());
-    Loop::new((), Epoll::new().unwrap(), wake, rx, tick_every)
+    Loop::new((), Epoll::new().unwrap(), wake, rx, ticking)
 }
 
 /// The token of the body `key` holds.
@@ -214,7 +214,7 @@ fn token_of(held: &Loop<()>, key: u64) -> u64 {
 
 #[test]
 fn each_body_ticks_when_its_own_tick_is_due_and_only_then() {
-    let mut held = by_hand(Some(Duration::from_millis(80)));
+    let mut held = by_hand(true);
     let (back_tx, _back) = std::sync::mpsc::channel();
     let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut peers = Vec::new();
@@ -228,7 +228,7 @@ fn each_body_ticks_when_its_own_tick_is_due_and_only_then() {
         held.adopt(fake);
         peers.push(peer);
     }
-    // Bodies 1–20 are not due yet; 0 is (its tick asserts that it is due when it runs).
+    // Bodies 1–19 are not due yet; 0 is (its tick asserts that it is due when it runs).
     held.tick_due(start);
     assert_eq!(*log.lock().unwrap(), vec![0]);
     let until = start + Duration::from_millis(55);
@@ -260,7 +260,7 @@ fn each_body_ticks_when_its_own_tick_is_due_and_only_then() {
 
 #[test]
 fn an_event_for_a_slot_s_earlier_body_is_not_taken_for_the_next() {
-    let mut held = by_hand(None);
+    let mut held = by_hand(false);
     let (tx, back) = std::sync::mpsc::channel();
     let (first, _first_peer) = Fake::new(1, LONG, &tx);
     held.adopt(first);
@@ -282,7 +282,7 @@ fn an_event_for_a_slot_s_earlier_body_is_not_taken_for_the_next() {
 
 #[test]
 fn a_moved_deadline_is_the_one_that_fires() {
-    let mut held = by_hand(None);
+    let mut held = by_hand(false);
     let (tx, back) = std::sync::mpsc::channel();
     let start = Instant::now();
     // Later (the first output lifts the TTFT deadline to the total one).
@@ -311,7 +311,7 @@ fn a_moved_deadline_is_the_one_that_fires() {
 
 #[test]
 fn a_body_over_when_adopted_comes_back_unwatched() {
-    let mut held = by_hand(None);
+    let mut held = by_hand(false);
     let (tx, back) = std::sync::mpsc::channel();
     let (mut fake, _peer) = Fake::new(1, LONG, &tx);
     fake.over_at_adoption = true;
@@ -322,7 +322,7 @@ fn a_body_over_when_adopted_comes_back_unwatched() {
 
 #[test]
 fn a_panic_on_one_body_ends_that_body_alone() {
-    let reader = Reader::spawn((), None).unwrap();
+    let reader = Reader::spawn((), false).unwrap();
     let (tx, back) = std::sync::mpsc::channel();
     let (mut broken, mut broken_peer) = Fake::new(1, LONG, &tx);
     broken.panics_on_read = true;
@@ -348,7 +348,7 @@ fn a_panic_on_one_body_ends_that_body_alone() {
 
 #[test]
 fn a_close_ends_a_body() {
-    let reader = Reader::spawn((), None).unwrap();
+    let reader = Reader::spawn((), false).unwrap();
     let (tx, back) = std::sync::mpsc::channel();
     let (fake, peer) = Fake::new(1, LONG, &tx);
     reader.adopt(fake).map_err(|_| ()).unwrap();
@@ -358,7 +358,7 @@ fn a_close_ends_a_body() {
 
 #[test]
 fn a_deadline_ends_a_silent_body_and_only_that_one() {
-    let reader = Reader::spawn((), None).unwrap();
+    let reader = Reader::spawn((), false).unwrap();
     let (tx, back) = std::sync::mpsc::channel();
     let (quiet, _quiet_peer) = Fake::new(1, Duration::from_millis(50), &tx);
     let (busy, mut busy_peer) = Fake::new(2, LONG, &tx);
@@ -374,7 +374,7 @@ fn a_deadline_ends_a_silent_body_and_only_that_one() {
 
 #[test]
 fn a_cancel_ends_the_body_it_names() {
-    let reader = Reader::spawn((), None).unwrap();
+    let reader = Reader::spawn((), false).unwrap();
     let (tx, back) = std::sync::mpsc::channel();
     let (one, _p1) = Fake::new(1, LONG, &tx);
     let (two, mut p2) = Fake::new(2, LONG, &tx);
@@ -391,7 +391,7 @@ fn a_cancel_ends_the_body_it_names() {
 
 #[test]
 fn held_bodies_tick_and_a_dropped_reader_hands_them_back_cancelled() {
-    let reader = Reader::spawn((), Some(Duration::from_millis(20))).unwrap();
+    let reader = Reader::spawn((), true).unwrap();
     let (tx, back) = std::sync::mpsc::channel();
     let (mut fake, _peer) = Fake::new(7, LONG, &tx);
     fake.next_tick = Instant::now() + Duration::from_millis(20);
@@ -408,7 +408,7 @@ fn held_bodies_tick_and_a_dropped_reader_hands_them_back_cancelled() {
 
 #[test]
 fn an_unwatchable_descriptor_comes_back_at_once() {
-    let reader = Reader::spawn((), None).unwrap();
+    let reader = Reader::spawn((), false).unwrap();
     let (tx, back) = std::sync::mpsc::channel();
     let (mut fake, _peer) = Fake::new(1, LONG, &tx);
     // epoll refuses regular files.

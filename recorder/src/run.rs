@@ -174,8 +174,8 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
     if client == ClientKind::Own {
         // The reader's copy of the context has no reader: the last handle, dropped with the
         // run's shared state below, stops the thread.
-        let every = ctx.checkpoints.as_ref().map(|(_, every)| *every);
-        let reader = crate::reader::Reader::spawn(ctx.clone(), every)
+        let ticking = ctx.checkpoints.is_some();
+        let reader = crate::reader::Reader::spawn(ctx.clone(), ticking)
             .map_err(|e| RecordError::Config(format!("starting the stream reader: {e}")))?;
         ctx.reader = Some(Arc::new(reader));
     }

@@ -67,10 +67,9 @@ pub(crate) fn scan(data: &[u8], scan: &mut Scan, sink: &mut OutputSink) -> R<()>
             let (kind, text) = match *seg {
                 Segment::Input(kind, text) => (kind, text),
                 // Checked when the segment was taken.
-                Segment::Scratch(kind, start, end) => (
-                    kind,
-                    std::str::from_utf8(&scratch[start..end]).unwrap_or_default(),
-                ),
+                Segment::Scratch(kind, start, end) => {
+                    (kind, utf8(&scratch[start..end]).unwrap_or_default())
+                }
             };
             let slot = match kind {
                 Kind::Reasoning => &mut scan.reasoning_len,
@@ -236,7 +235,7 @@ impl<'a> Cursor<'a, '_> {
                     return Ok(());
                 }
                 let (start, end, escaped) = c.string()?;
-                let reason = std::str::from_utf8(&c.data[start..end]).map_err(|_| Bail)?;
+                let reason = utf8(&c.data[start..end])?;
                 if escaped {
                     return Err(Bail);
                 }
