@@ -1,4 +1,6 @@
-//! The columnar block payload (before zstd): the only module that uses bincode.
+//! The columnar block payload (before zstd): the only module that uses bincode. The chunk
+//! columns, where the chunks are, are read and written by hand against the same bytes
+//! (`chunk_columns.rs`, `chunk_columns_write.rs`).
 //!
 //! A block payload is a sequence of bincode 2 values, one per column, encoded with
 //! `bincode::config::standard()` (little-endian, variable-length integers). docs/FORMAT.md
@@ -10,12 +12,10 @@
 
 use crate::block::{BlockRequest, CheckpointSection, DecodedBlock};
 use crate::chunk_columns::{read_chunk_columns, ByteReader};
+use crate::chunk_columns_write::put_seq;
 use crate::packed::PackedRecord;
 use crate::types::{Channel, Outcome, Phase, RequestMeta, Usage};
 use bincode::config::{self, Configuration};
-use bincode::enc::write::Writer;
-use bincode::enc::EncoderImpl;
-use bincode::error::EncodeError;
 use bincode::{Decode, Encode};
 
 /// Upper bound on the memory bincode may claim while decoding one column; protects against a
@@ -44,39 +44,6 @@ fn put<T: Encode>(out: &mut Vec<u8>, value: &T) -> Result<(), String> {
     bincode::encode_into_std_write(value, out, encode_config())
         .map(|_| ())
         .map_err(|e| e.to_string())
-}
-
-/// `items` (exactly `len` of them) as `put` encodes them gathered in a `Vec`: the count as a
-/// varint, then each element (bincode frames a sequence no other way), without the `Vec`.
-fn put_seq<T: Encode>(
-    out: &mut Vec<u8>,
-    len: usize,
-    items: impl Iterator<Item = T>,
-) -> Result<(), String> {
-    let mut encoder = EncoderImpl::new(VecOut(out), encode_config());
-    (len as u64)
-        .encode(&mut encoder)
-        .map_err(|e| e.to_string())?;
-    let mut written = 0usize;
-    for item in items {
-        item.encode(&mut encoder).map_err(|e| e.to_string())?;
-        written += 1;
-    }
-    if written != len {
-        return Err(format!("a column of {len} entries yielded {written}"));
-    }
-    Ok(())
-}
-
-/// bincode's writer over the payload being built.
-struct VecOut<'a>(&'a mut Vec<u8>);
-
-impl Writer for VecOut<'_> {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) -> Result<(), EncodeError> {
-        self.0.extend_from_slice(bytes);
-        Ok(())
-    }
 }
 
 /// Reads columns one after another from a block payload.

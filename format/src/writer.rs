@@ -1,8 +1,9 @@
 //! The trace writer: an OS thread that owns the file, fed through a bounded channel.
 //!
 //! Records are grouped into blocks; a block is flushed when its estimated size reaches
-//! `block_target_bytes` or when its oldest record is `block_max_age` old (measured with
-//! `recv_timeout`, so it fires even when no record arrives). Each frame goes to the file in one
+//! `block_target_bytes` or when its oldest record is `block_max_age` old (a deadline the wait
+//! for the next message keeps, so it fires even when no record arrives; `inbox.rs` says how
+//! the thread waits). Each frame goes to the file in one
 //! `write` call, so a killed process leaves every earlier block complete on disk.
 //!
 //! fsync policy: the header and manifest are synced at `create`, the tail (run end, index,
@@ -13,6 +14,7 @@
 use crate::codec;
 use crate::error::FormatError;
 use crate::frame::{self, FrameKind, IndexEntry, CODEC_NONE, CODEC_ZSTD, MAX_RAW_LEN};
+use crate::inbox::Inbox;
 use crate::packed::PackedRecord;
 use crate::types::{Header, Manifest, RunEnd};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
@@ -348,14 +350,9 @@ impl WriterState {
             .block_target_bytes
             .clamp(1, MAX_RAW_LEN as usize / 4);
         let mut pending = Pending::default();
+        let mut inbox = Inbox::new(rx);
         loop {
-            let message = match pending.oldest {
-                None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-                Some(oldest) => {
-                    let deadline = oldest + self.config.block_max_age;
-                    rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                }
-            };
+            let message = inbox.next(pending.oldest.map(|t| t + self.config.block_max_age));
             match message {
                 Ok(Message::Record(record)) => {
                     if !self.open.is_empty() {
