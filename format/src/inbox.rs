@@ -1,45 +1,41 @@
-//! How the writer thread waits for its next message: by looking at the channel at a short
-//! period while messages keep coming, and blocking on it only once the run has gone quiet.
+//! How the writer thread waits for its next message: while messages come faster than one
+//! [`POLL`] apart, by looking at the channel once a period; otherwise by blocking on it.
 //!
 //! Why not always block: a blocking receive on an empty channel first spins and then calls
 //! `sched_yield` several times (crossbeam's back-off) before it parks, and every message sent
 //! to a parked writer costs its sender a futex wake-up. A recorder sends a final record per
 //! request and a checkpoint per open request per period, thousands a second at high load, and
-//! those yields and wake-ups were a tenth of the writer's CPU (docs/PERFORMANCE.md, *The
-//! writer's wait*). Looking every [`POLL`] instead batches what arrived meanwhile, costs the
-//! senders nothing, and delays a record by at most one period, which the block's own
-//! `block_max_age` (seconds) dwarfs.
+//! those yields and wake-ups were a third of the writer's samples (docs/PERFORMANCE.md, *The
+//! writer's wait and its chunk columns*). Looking once a period instead batches what arrived
+//! meanwhile and costs the senders nothing; a record waits at most one period more, which the
+//! block's own `block_max_age` (seconds) dwarfs. Why not always look: at a few hundred
+//! messages a second most looks would find nothing, and a thousand naps a second cost more
+//! than the wake-ups they save.
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
 
-/// How long the writer sleeps between two looks at an empty channel while it is busy.
+/// How long the writer naps before it looks again at a channel it found empty.
 pub(crate) const POLL: Duration = Duration::from_millis(1);
 
-/// Empty looks in a row after which the writer blocks on the channel instead: after this many
-/// periods with nothing sent the run is quiet, and one wake-up per message is cheap.
-pub(crate) const QUIET_AFTER: u32 = 32;
-
-/// The receiving end, with how many looks in a row found it empty.
+/// The receiving end, and whether messages have lately come faster than [`POLL`] apart.
 pub(crate) struct Inbox<'a, T> {
     rx: &'a Receiver<T>,
-    empty_looks: u32,
+    polling: bool,
 }
 
 impl<'a, T> Inbox<'a, T> {
     pub(crate) fn new(rx: &'a Receiver<T>) -> Inbox<'a, T> {
-        Inbox { rx, empty_looks: 0 }
+        Inbox { rx, polling: false }
     }
 
     /// The next message; `Timeout` once `deadline` (if any) has passed with none,
     /// `Disconnected` when every sender is gone and nothing is left.
     pub(crate) fn next(&mut self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
+        let mut napped = false;
         loop {
             match self.rx.try_recv() {
-                Ok(message) => {
-                    self.empty_looks = 0;
-                    return Ok(message);
-                }
+                Ok(message) => return Ok(message),
                 Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
                 Err(TryRecvError::Empty) => {}
             }
@@ -47,22 +43,27 @@ impl<'a, T> Inbox<'a, T> {
             if deadline.is_some_and(|d| now >= d) {
                 return Err(RecvTimeoutError::Timeout);
             }
-            if self.empty_looks >= QUIET_AFTER {
-                let message = match deadline {
-                    None => self.rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-                    Some(d) => self.rx.recv_deadline(d),
-                };
-                if message.is_ok() {
-                    // Busy again: back to looking.
-                    self.empty_looks = 0;
-                }
-                return message;
+            if self.polling && !napped {
+                napped = true;
+                std::thread::sleep(deadline.map_or(POLL, |d| POLL.min(d - now)));
+                continue;
             }
-            self.empty_looks += 1;
-            let nap = deadline.map_or(POLL, |d| POLL.min(d.saturating_duration_since(now)));
-            std::thread::sleep(nap);
+            // Not polling, or a whole nap brought nothing: block, and poll again only if the
+            // next message comes within a period.
+            let message = match deadline {
+                None => self.rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                Some(d) => self.rx.recv_deadline(d),
+            };
+            self.polling = message.is_ok() && polls_after(now.elapsed());
+            return message;
         }
     }
+}
+
+/// Whether, after a blocking wait of `waited` for a message, the writer looks rather than
+/// blocks for the next one.
+fn polls_after(waited: Duration) -> bool {
+    waited < POLL
 }
 
 #[cfg(test)]
@@ -91,30 +92,27 @@ mod tests {
     }
 
     #[test]
-    fn a_quiet_inbox_blocks_then_looks_again_once_a_message_comes() {
+    fn it_looks_only_while_messages_come_within_a_period() {
+        assert!(polls_after(Duration::from_micros(200)));
+        assert!(!polls_after(POLL));
         let (tx, rx) = crossbeam_channel::bounded(4);
         let mut inbox = Inbox::new(&rx);
-        // Each empty look counts (how many fit in a time depends on the host's load) ...
-        let soon = Instant::now() + POLL * 4;
-        assert_eq!(inbox.next(Some(soon)), Err(RecvTimeoutError::Timeout));
-        assert!(inbox.empty_looks >= 1);
-        // ... and past the quiet bound the next wait blocks on the channel.
-        inbox.empty_looks = QUIET_AFTER;
-        let quiet = Instant::now() + Duration::from_millis(5);
-        assert_eq!(inbox.next(Some(quiet)), Err(RecvTimeoutError::Timeout));
-        assert_eq!(inbox.empty_looks, QUIET_AFTER, "blocked, not looking");
+        inbox.polling = true;
+        // A nap that brings nothing, then a block that waits longer than a period: the next
+        // wait blocks.
         let sender = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(20));
             tx.send(7).unwrap();
             tx
         });
-        // Blocked, not looking: the sender's message wakes it.
-        assert_eq!(
-            inbox.next(Some(Instant::now() + Duration::from_secs(10))),
-            Ok(7)
-        );
-        assert_eq!(inbox.empty_looks, 0);
-        drop(sender.join().unwrap());
+        let far = Instant::now() + Duration::from_secs(10);
+        assert_eq!(inbox.next(Some(far)), Ok(7));
+        assert!(!inbox.polling);
+        // What waits already is taken without a wait, whatever the mode.
+        let tx = sender.join().unwrap();
+        tx.send(8).unwrap();
+        assert_eq!(inbox.next(None), Ok(8));
+        drop(tx);
         assert_eq!(inbox.next(None), Err(RecvTimeoutError::Disconnected));
     }
 }
