@@ -5,10 +5,10 @@
 //! `sched_yield` several times (crossbeam's back-off) before it parks, and every message sent
 //! to a parked writer costs its sender a futex wake-up. A recorder sends a final record per
 //! request and a checkpoint per open request per period, thousands a second at high load, and
-//! those yields and wake-ups were a third of the writer's samples (docs/PERFORMANCE.md, *The
-//! writer's wait and its chunk columns*). Looking once a period instead batches what arrived
-//! meanwhile and costs the senders nothing; a record waits at most one period more, which the
-//! block's own `block_max_age` (seconds) dwarfs. Why not always look: at a few hundred
+//! those yields and wake-ups were about a quarter of the writer's samples (docs/PERFORMANCE.md,
+//! *The writer's wait and its chunk columns*). Looking once a period instead batches what
+//! arrived meanwhile and costs the senders nothing; a record waits at most one period more,
+//! which the block's own `block_max_age` (seconds) dwarfs. Why not always look: at a few hundred
 //! messages a second most looks would find nothing, and a thousand naps a second cost more
 //! than the wake-ups they save.
 
