@@ -33,6 +33,9 @@ BODY_KEEP = 4096
 COMMENTS_KEEP = 5
 # A head larger than this is not HTTP we understand: the tap gives up parsing (still forwards).
 HEAD_LIMIT = 1 << 20
+# A server read the tap took longer than this to hand on to the client (its own scheduling on a
+# busy host) is logged with the connection, so that the check does not count it as the client's.
+FORWARD_LOG_NS = 1_000_000
 
 now = time.monotonic_ns
 
@@ -291,6 +294,8 @@ class Connection:
         self.count = 0
         self.last_response_end = None
         self.broken = None  # parse error: keep forwarding, stop parsing
+        # [read time, time the write to the client returned] of server reads handed on late.
+        self.forward_delays = []
 
     # ---- client -> server
     def client_bytes(self, data, t):
@@ -418,7 +423,7 @@ class Connection:
         idle = t - self.last_response_end if self.last_response_end is not None else None
         self.tap.write(dict(type='connection', conn=self.cid, exchanges=self.count,
                             closed_by=by, t_close=t, idle_at_close_ns=idle,
-                            parse_error=self.broken))
+                            parse_error=self.broken, forward_delays=self.forward_delays))
 
 
 class Tap:
@@ -453,6 +458,10 @@ class Tap:
                     if not data:
                         break
                     writer.write(data)
+                    if side == 'upstream':
+                        sent = now()
+                        if sent - t > FORWARD_LOG_NS:
+                            conn.forward_delays.append([t, sent])
                     await writer.drain()
                     feed(data, t)
             except (ConnectionError, OSError):
