@@ -12,7 +12,7 @@ pub(crate) trait ColumnItem {
 
 /// An unsigned varint: one byte up to 250, else a 251/252/253 prefix and 2/4/8 LE bytes.
 #[inline(always)]
-pub(crate) fn put_varint(out: &mut Vec<u8>, v: u64) {
+fn put_varint(out: &mut Vec<u8>, v: u64) {
     if v < 251 {
         out.push(v as u8);
     } else if v <= u64::from(u16::MAX) {

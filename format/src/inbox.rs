@@ -16,7 +16,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
 
 /// How long the writer naps before it looks again at a channel it found empty.
-pub(crate) const POLL: Duration = Duration::from_millis(1);
+const POLL: Duration = Duration::from_millis(1);
 
 /// The receiving end, and whether messages have lately come faster than [`POLL`] apart.
 pub(crate) struct Inbox<'a, T> {

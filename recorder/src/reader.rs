@@ -233,10 +233,11 @@ impl<C> Loop<C> {
 
     /// Ticks every body whose tick is due by `now`, and only those.
     fn tick_due(&mut self, now: Instant) {
-        let mut failed = Vec::new();
         let Some(ticks) = self.ticks.as_mut() else {
             return;
         };
+        // Bodies whose tick panicked: released once the heap is no longer borrowed.
+        let mut failed = Vec::new();
         while let Some(&Reverse((at, slot, generation))) = ticks.peek() {
             if at > now {
                 break;
