@@ -24,9 +24,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::ready;
 use std::task::{Context, Poll};
-use tokentrace_format::clock::{mono_now_ns, realtime_now_ns};
+use tokentrace_format::clock::mono_now_ns;
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+mod offset;
+use offset::realtime_minus_mono_ns;
 use tokio::net::TcpStream;
 
 /// Absolute CLOCK_MONOTONIC ns of a connection's latest read that returned bytes (0: none yet),
@@ -96,25 +99,6 @@ impl ReadClock {
         }
         (last - anchor_mono_ns).min(now_ns)
     }
-}
-
-/// CLOCK_REALTIME − CLOCK_MONOTONIC in ns, from the tightest of three bracketed readings, so
-/// a preemption between two clock reads cannot shift a converted timestamp by its length.
-fn realtime_minus_mono_ns() -> u64 {
-    let mut best = (u64::MAX, 0u64);
-    for _ in 0..3 {
-        let before = mono_now_ns();
-        let real = realtime_now_ns();
-        let after = mono_now_ns();
-        let width = after.saturating_sub(before);
-        if width < best.0 {
-            best = (width, real.saturating_sub(before + width / 2));
-        }
-        if width < 1_000 {
-            break;
-        }
-    }
-    best.1
 }
 
 /// A server that closes a connection within this long after the last bytes it sent on it
@@ -499,6 +483,7 @@ mod kernel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokentrace_format::clock::realtime_now_ns;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     /// A `TimedTcp` client connected over 127.0.0.1 to the server end it returns beside it.
