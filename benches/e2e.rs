@@ -11,13 +11,16 @@
 //!  [--waves 2] [--threads 2] [--sim-threads 1] [--no-floor]
 //!  [--floor epoll|epoll-parse|tokio] [--aiperf PATH | --no-aiperf] [--aiperf-timeout 300]
 //!  [--aiperf-burst]
-//!  [--run-timeout SECS] [--keep] [--tls]
+//!  [--run-timeout SECS] [--keep] [--tls] [--repeat 1]
 //!  [--pin] [--bin target/release/tokentrace] [--record-bin PATH]
 //!  [--doc docs/PERFORMANCE.md]`
 //!
 //! `--record-bin` measures a `tokentrace-record` binary (the recorder-only build, which takes
 //! `record`'s flags with no subcommand) in place of `tokentrace record`; the simulator stays
 //! the `--bin` binary.
+//!
+//! `--repeat N` runs the whole ladder N times in a row and ends the report with each level's
+//! spread and median over the N (`e2e/ladders.rs`).
 //!
 //! A level is streams × step: `--levels 32 --steps 5 --request-ms 640` is 32 streams of
 //! 128 tokens 5 ms apart.
@@ -38,6 +41,8 @@ mod floor_parse;
 mod floor_tls;
 #[path = "e2e/floor_tokio.rs"]
 mod floor_tokio;
+#[path = "e2e/ladders.rs"]
+mod ladders;
 #[path = "e2e/procs.rs"]
 mod procs;
 #[path = "e2e/report.rs"]
@@ -193,6 +198,8 @@ struct Settings {
     aiperf_burst: bool,
     run_timeout_s: Option<u64>,
     keep: bool,
+    /// Ladders run in a row.
+    repeat: usize,
     doc: Option<PathBuf>,
     /// The simulator serves TLS; recorder and floor speak it (AIPerf is not run).
     tls: bool,
@@ -232,6 +239,7 @@ fn settings(args: &[String]) -> Result<Settings, String> {
         aiperf_burst: false,
         run_timeout_s: None,
         keep: false,
+        repeat: 1,
         doc: None,
         tls: false,
         pin: false,
@@ -268,6 +276,12 @@ fn settings(args: &[String]) -> Result<Settings, String> {
             "--aiperf" => s.aiperf = Some(PathBuf::from(value()?)),
             "--aiperf-timeout" => s.aiperf_timeout_s = value()?.parse().map_err(bad)?,
             "--run-timeout" => s.run_timeout_s = Some(value()?.parse().map_err(bad)?),
+            "--repeat" => {
+                s.repeat = value()?.parse().map_err(bad)?;
+                if s.repeat == 0 {
+                    return Err("--repeat needs at least 1".into());
+                }
+            }
             "--no-aiperf" => (s.no_aiperf, step) = (true, 1),
             "--aiperf-burst" => (s.aiperf_burst, step) = (true, 1),
             "--no-floor" => (s.floor, step) = (false, 1),
@@ -304,7 +318,8 @@ fn main() {
             .and_then(|()| accuracy::self_check(&dir))
             .and_then(|()| floor::self_check())
             .and_then(|()| floor_parse::self_check())
-            .and_then(|()| aiperf::self_check());
+            .and_then(|()| aiperf::self_check())
+            .and_then(|()| ladders::self_check());
         let _ = std::fs::remove_dir_all(&dir);
         if let Err(err) = checked {
             eprintln!("e2e self-check failed: {err}");
@@ -350,48 +365,49 @@ fn bench(args: &[String]) -> io::Result<()> {
         Err(why) => eprintln!("e2e: AIPerf {why}; its column is skipped"),
     }
     let mut results = Vec::new();
-    for &step_ms in &s.steps {
-        for &streams in &s.levels {
-            let max_tokens = ((s.request_ms / step_ms).round() as u64).max(16);
-            let level = Level {
-                streams,
-                step_ms,
-                max_tokens,
-            };
-            eprintln!("e2e: {} ...", report::label(&level));
-            let load_avg = load_avg();
-            let dir = root.join(format!("c{streams}-s{step_ms}"));
-            // What an earlier `--keep` left there would make `record` refuse its `-o`.
+    for (&step_ms, &streams) in (0..s.repeat)
+        .flat_map(|_| s.steps.iter())
+        .flat_map(|step| s.levels.iter().map(move |streams| (step, streams)))
+    {
+        let max_tokens = ((s.request_ms / step_ms).round() as u64).max(16);
+        let level = Level {
+            streams,
+            step_ms,
+            max_tokens,
+        };
+        eprintln!("e2e: {} ...", report::label(&level));
+        let load_avg = load_avg();
+        let dir = root.join(format!("c{streams}-s{step_ms}"));
+        // What an earlier `--keep` left there would make `record` refuse its `-o`.
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        let recorder = run_recorder(&s, level, &dir, &prompts, tls.as_ref())?;
+        let floor = if s.floor {
+            Some(run_floor(&s, level, &dir, tls.as_ref())?)
+        } else {
+            None
+        };
+        let aiperf = match &peer {
+            Ok(install) => match aiperf::run(install, &s, level, &dir) {
+                Ok(peer) => Some(peer),
+                Err(err) => {
+                    eprintln!("e2e: aiperf at {}: {err}", report::label(&level));
+                    None
+                }
+            },
+            Err(_) => None,
+        };
+        let result = LevelResult {
+            level,
+            recorder,
+            floor,
+            aiperf,
+            load_avg,
+        };
+        eprintln!("{}", summary_line(&result));
+        results.push(result);
+        if !s.keep {
             let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir)?;
-            let recorder = run_recorder(&s, level, &dir, &prompts, tls.as_ref())?;
-            let floor = if s.floor {
-                Some(run_floor(&s, level, &dir, tls.as_ref())?)
-            } else {
-                None
-            };
-            let aiperf = match &peer {
-                Ok(install) => match aiperf::run(install, &s, level, &dir) {
-                    Ok(peer) => Some(peer),
-                    Err(err) => {
-                        eprintln!("e2e: aiperf at {}: {err}", report::label(&level));
-                        None
-                    }
-                },
-                Err(_) => None,
-            };
-            let result = LevelResult {
-                level,
-                recorder,
-                floor,
-                aiperf,
-                load_avg,
-            };
-            eprintln!("{}", summary_line(&result));
-            results.push(result);
-            if !s.keep {
-                let _ = std::fs::remove_dir_all(&dir);
-            }
         }
     }
     let command = if s.argv.is_empty() {
@@ -445,7 +461,11 @@ fn bench(args: &[String]) -> io::Result<()> {
         Ok(_) => None,
         Err(why) => Some(format!("AIPerf: {why}; column skipped.")),
     };
-    let markdown = report::markdown(&results, &command, &notes, aiperf_note.as_deref());
+    let mut markdown = report::markdown(&results, &command, &notes, aiperf_note.as_deref());
+    if let Some(summary) = ladders::summary(&results) {
+        markdown.push('\n');
+        markdown.push_str(&summary);
+    }
     println!("\n{markdown}");
     std::fs::write(root.join("report.md"), &markdown)?;
     if let Some(doc) = &s.doc {
