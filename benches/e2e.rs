@@ -365,9 +365,9 @@ fn bench(args: &[String]) -> io::Result<()> {
         Err(why) => eprintln!("e2e: AIPerf {why}; its column is skipped"),
     }
     let mut results = Vec::new();
-    for (&step_ms, &streams) in (0..s.repeat)
-        .flat_map(|_| s.steps.iter())
-        .flat_map(|step| s.levels.iter().map(move |streams| (step, streams)))
+    for (ladder, &step_ms, &streams) in (0..s.repeat)
+        .flat_map(|ladder| s.steps.iter().map(move |step| (ladder, step)))
+        .flat_map(|(ladder, step)| s.levels.iter().map(move |streams| (ladder, step, streams)))
     {
         let max_tokens = ((s.request_ms / step_ms).round() as u64).max(16);
         let level = Level {
@@ -381,12 +381,18 @@ fn bench(args: &[String]) -> io::Result<()> {
         // What an earlier `--keep` left there would make `record` refuse its `-o`.
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)?;
-        let recorder = run_recorder(&s, level, &dir, &prompts, tls.as_ref())?;
-        let floor = if s.floor {
+        // Repeated ladders take the two clients in turn in either order, so that neither
+        // always runs first at a level (after the previous level's last run).
+        let floor_first = s.floor && ladder % 2 == 1;
+        let mut floor = if floor_first {
             Some(run_floor(&s, level, &dir, tls.as_ref())?)
         } else {
             None
         };
+        let recorder = run_recorder(&s, level, &dir, &prompts, tls.as_ref())?;
+        if s.floor && !floor_first {
+            floor = Some(run_floor(&s, level, &dir, tls.as_ref())?);
+        }
         let aiperf = match &peer {
             Ok(install) => match aiperf::run(install, &s, level, &dir) {
                 Ok(peer) => Some(peer),
