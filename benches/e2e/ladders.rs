@@ -4,6 +4,7 @@
 
 use crate::{LevelResult, Side};
 use std::fmt::Write as _;
+use tokentrace_analyzer::stats::{self, PercentileMethod};
 
 /// The ratio a level is judged on.
 pub const TARGET_RATIO: f64 = 1.5;
@@ -11,18 +12,11 @@ pub const TARGET_RATIO: f64 = 1.5;
 /// The timestamp error p99 a level is judged on, ns.
 pub const TARGET_P99_NS: i64 = 100_000;
 
-/// Median of `values` (the mean of the middle two for an even count); None when empty.
+/// Median of `values` (the mean of the middle two for an even count, as the analyzer's
+/// linear percentile has it); None when empty.
 pub fn median(mut values: Vec<f64>) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    Some(if values.len() % 2 == 1 {
-        values[mid]
-    } else {
-        (values[mid - 1] + values[mid]) / 2.0
-    })
+    stats::sort(&mut values);
+    stats::percentile(&values, 50.0, PercentileMethod::Linear)
 }
 
 /// The recorder's CPU per chunk over its load against the floor's, when both are known.
@@ -74,6 +68,8 @@ pub fn summary(results: &[LevelResult]) -> Option<String> {
             .map(|r| r.map_or("—".into(), |r| format!("{r:.2}")))
             .collect();
         let within = known.iter().filter(|&&r| r <= TARGET_RATIO).count();
+        let runs_known = known.len();
+        let ratio_median = median(known);
         let cpu = |side: &Side| {
             side.load_cpu_ns_per_chunk()
                 .unwrap_or(side.cpu_ns_per_chunk())
@@ -99,11 +95,11 @@ pub fn summary(results: &[LevelResult]) -> Option<String> {
             first.streams,
             first.step_ms,
             each.join(", "),
-            median(known.clone()).map_or("—".into(), |m| format!("**{m:.2}**")),
-            if known.is_empty() {
+            ratio_median.map_or("—".into(), |m| format!("**{m:.2}**")),
+            if runs_known == 0 {
                 "—".into()
             } else {
-                format!("{within} of {}", known.len())
+                format!("{within} of {runs_known}")
             },
             us(rec_cpu),
             us(floor_cpu),

@@ -27,10 +27,10 @@ use std::task::{Context, Poll};
 use tokentrace_format::clock::mono_now_ns;
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
 
 mod offset;
 use offset::realtime_minus_mono_ns;
-use tokio::net::TcpStream;
 
 /// Absolute CLOCK_MONOTONIC ns of a connection's latest read that returned bytes (0: none yet),
 /// and of the start of its latest write.
