@@ -87,8 +87,9 @@ fn format_benches(c: &mut Criterion<CpuTime>) {
         let records = synthetic::requests(42, REQUESTS, OUTPUT_CHUNKS, with_text);
         let chunks: u64 = records.iter().map(|r| r.chunks.len() as u64).sum();
         let path = dir.path().join(format!("{label}.trace"));
-        // zstd level 3 is the writer's default; the others show the size/CPU trade-off.
-        let levels: &[i32] = if with_text { &[3] } else { &[1, 3, 6] };
+        // zstd level 3 is the writer's default and 1 the recorder's; the others show the
+        // size/CPU trade-off on either side of them.
+        let levels: &[i32] = if with_text { &[3] } else { &[-1, 1, 2, 3, 6] };
         for &level in levels {
             let stats = write_trace(&path, records.clone(), level);
             eprintln!(

@@ -57,6 +57,8 @@ fn records_a_trace_the_format_crate_reads_back() {
     assert_eq!(records.len(), 9);
     assert_eq!(reader.run_end().unwrap().reason, "completed");
     assert_eq!(reader.manifest().labels["host"], "small");
+    // Compressed for the least CPU unless asked otherwise, and the manifest says so.
+    assert_eq!(reader.manifest().load["zstd_level"], 1);
     assert_eq!(
         reader.manifest().argv[0].rsplit('/').next(),
         Some("tokentrace-record")
@@ -87,6 +89,43 @@ fn records_a_trace_the_format_crate_reads_back() {
         .assert()
         .success();
     assert_eq!(records_of(&out).1.len(), 2);
+}
+
+#[test]
+fn takes_a_zstd_level_within_zstds_range() {
+    let server = sim(fast_sim());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.tt");
+    let args = ["--requests", "3", "--max-tokens", "8", "--capture", "text"];
+    record_binary(
+        &server.base_url(),
+        &out,
+        &[&args[..], &["--zstd-level", "19"]].concat(),
+    )
+    .assert()
+    .success();
+    let (reader, records) = records_of(&out);
+    assert_eq!(reader.manifest().load["zstd_level"], 19);
+    assert_eq!(records.len(), 3);
+    for r in &records {
+        assert_ok(r);
+    }
+
+    for level in ["0", "20", "fast"] {
+        let refused = record_binary(
+            &server.base_url(),
+            &out,
+            &["--zstd-level", level, "--force"],
+        )
+        .assert()
+        .failure()
+        .code(2)
+        .get_output()
+        .clone();
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(stderr.contains("--zstd-level"), "{stderr}");
+    }
+    assert_eq!(records_of(&out).1.len(), 3, "a refused run keeps the trace");
 }
 
 #[test]

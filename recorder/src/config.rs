@@ -193,6 +193,8 @@ pub struct RecordConfig {
     /// killed recorder loses at most this much (plus the writer's block age) of it. None: only
     /// finished requests are written.
     pub checkpoint_every: Option<Duration>,
+    /// zstd level of the trace's blocks ([`DEFAULT_ZSTD_LEVEL`] unless asked otherwise).
+    pub zstd_level: i32,
     /// Text capture mode.
     pub capture: Capture,
     /// Longest SSE line accepted.
@@ -228,6 +230,13 @@ pub struct RecordConfig {
 /// The default of [`RecordConfig::checkpoint_every`]: with the writer's 1 s block age, a
 /// chunk is on disk at most about 1.5 s after it arrived.
 pub const DEFAULT_CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
+
+/// The default of [`RecordConfig::zstd_level`]. The recorder shares its host's CPU with the
+/// load it measures, so its trace is compressed at zstd's fastest positive level: about a
+/// third less writer CPU than level 3 for about 3% larger traces (docs/PERFORMANCE.md, *zstd
+/// level 1 while recording*). Tools that rewrite a trace offline (merge, redact) keep the
+/// writer's own default, level 3.
+pub const DEFAULT_ZSTD_LEVEL: i32 = 1;
 
 impl RecordConfig {
     /// The client the measured requests take: the one asked for, except that HTTP/2
@@ -267,6 +276,7 @@ impl RecordConfig {
             ttft_timeout: None,
             grace: Duration::from_secs(5),
             checkpoint_every: Some(DEFAULT_CHECKPOINT_EVERY),
+            zstd_level: DEFAULT_ZSTD_LEVEL,
             capture: Capture::None,
             line_limit: tokentrace_sse::parser::DEFAULT_LINE_LIMIT,
             labels: BTreeMap::new(),

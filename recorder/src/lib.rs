@@ -28,6 +28,7 @@ pub mod stream;
 
 pub use config::{
     Api, Arrival, Capture, ClientKind, HttpVersion, Load, ProgressMode, PromptSource, RecordConfig,
+    DEFAULT_ZSTD_LEVEL,
 };
 pub use error::RecordError;
 pub use run::{run, run_async, RunSummary};

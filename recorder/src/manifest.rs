@@ -127,6 +127,7 @@ pub fn build(
         "checkpoint_every_s".into(),
         json!(config.checkpoint_every.map(|d| d.as_secs_f64())),
     );
+    load.insert("zstd_level".into(), json!(config.zstd_level));
     load.insert("trial".into(), json!(config.trial));
     let mut extra = BTreeMap::new();
     extra.insert("tls_insecure".into(), json!(config.insecure));
@@ -199,6 +200,10 @@ mod tests {
         assert_eq!(m.extra["tls_insecure"], json!(true));
         assert_eq!(m.workload["synthetic_words"], json!(120));
         assert_eq!(m.labels["engine"], "vllm");
+        assert_eq!(
+            m.load["zstd_level"],
+            json!(crate::config::DEFAULT_ZSTD_LEVEL)
+        );
         assert!(!serde_json::to_string(&m).unwrap().contains("sk-secret"));
     }
 }

@@ -19,6 +19,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -75,7 +76,7 @@ impl<C: Send + 'static> Reader<C> {
         let wake = std::sync::Arc::new(EventFd::new()?);
         epoll.ctl(
             libc::EPOLL_CTL_ADD,
-            wake.0.as_raw_fd(),
+            wake.fd.as_raw_fd(),
             READABLE,
             WAKE_TOKEN,
         )?;
@@ -444,8 +445,17 @@ fn guarded<C, T>(
     None
 }
 
-/// An eventfd that wakes the reader thread for its messages.
-struct EventFd(OwnedFd);
+/// An eventfd that wakes the reader thread for its messages, written only when no wake-up is
+/// pending: while the thread is busy, the adoptions of many requests share one `write` and
+/// one `read` of it instead of costing a pair each.
+struct EventFd {
+    fd: OwnedFd,
+    /// Set by the first signal since the thread last took its messages. Swapped on both
+    /// sides, so a sender that finds it set knows the thread swaps it back only after its
+    /// message is in the channel (the swap makes that message visible to the thread's
+    /// `try_recv` that follows).
+    pending: AtomicBool,
+}
 
 impl EventFd {
     fn new() -> io::Result<EventFd> {
@@ -454,21 +464,30 @@ impl EventFd {
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
-        // SAFETY: `fd` is a fresh descriptor nobody else owns.
-        Ok(EventFd(unsafe { OwnedFd::from_raw_fd(fd) }))
+        Ok(EventFd {
+            // SAFETY: `fd` is a fresh descriptor nobody else owns.
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            pending: AtomicBool::new(false),
+        })
     }
 
+    /// Wakes the thread, after a message was sent, unless a wake-up is pending already.
     fn signal(&self) {
+        if self.pending.swap(true, Ordering::AcqRel) {
+            return;
+        }
         let one: u64 = 1;
         // SAFETY: writes 8 bytes from a live u64. A full counter (never, at 2^64 - 2) would
         // only mean the thread is already woken.
-        unsafe { libc::write(self.0.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        unsafe { libc::write(self.fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
     }
 
+    /// Takes the wake-up; the thread then takes every message sent before the next signal.
     fn drain(&self) {
         let mut count: u64 = 0;
         // SAFETY: reads 8 bytes into a live u64; EAGAIN (nothing pending) is fine.
-        unsafe { libc::read(self.0.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
+        unsafe { libc::read(self.fd.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
+        self.pending.swap(false, Ordering::AcqRel);
     }
 }
 

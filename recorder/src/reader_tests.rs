@@ -417,3 +417,63 @@ fn an_unwatchable_descriptor_comes_back_at_once() {
     reader.adopt(fake).map_err(|_| ()).unwrap();
     assert_eq!(returned(&back).ending, Some("unwatchable"));
 }
+
+#[test]
+fn signals_share_one_wake_up_until_it_is_taken() {
+    let wake = EventFd::new().unwrap();
+    let counter = |wake: &EventFd| {
+        let mut count: u64 = 0;
+        // SAFETY: reads 8 bytes into a live u64.
+        let n = unsafe { libc::read(wake.fd.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
+        if n == 8 {
+            count
+        } else {
+            0
+        }
+    };
+    for _ in 0..3 {
+        wake.signal();
+    }
+    // One write for the three: the counter the thread would read holds 1.
+    assert_eq!(counter(&wake), 1);
+    // Not taken yet (the flag is still set): a further signal writes nothing.
+    wake.signal();
+    assert_eq!(counter(&wake), 0);
+    // Taken: the next signal writes again.
+    wake.drain();
+    wake.signal();
+    assert_eq!(counter(&wake), 1);
+}
+
+#[test]
+fn adoptions_from_many_threads_all_arrive() {
+    // Every body sent while the thread takes its messages must be taken, by that pass or by
+    // the wake-up its sender's signal leaves pending.
+    let reader = std::sync::Arc::new(Reader::spawn((), false).unwrap());
+    let (tx, back) = std::sync::mpsc::channel();
+    let senders: Vec<_> = (0..4u64)
+        .map(|t| {
+            let reader = reader.clone();
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut peers = Vec::new();
+                for i in 0..100u64 {
+                    let (fake, mut peer) = Fake::new(t * 1000 + i, LONG, &tx);
+                    peer.write_all(b".").unwrap();
+                    reader.adopt(fake).map_err(|_| ()).unwrap();
+                    peers.push(peer);
+                }
+                peers
+            })
+        })
+        .collect();
+    let _peers: Vec<_> = senders.into_iter().map(|s| s.join().unwrap()).collect();
+    let mut done = 0;
+    while done < 400 {
+        let fake = back
+            .recv_timeout(Duration::from_secs(10))
+            .expect("every adopted body comes back");
+        assert_eq!(fake.ending, Some("done"));
+        done += 1;
+    }
+}

@@ -167,7 +167,11 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
         host: host_name(),
         shard: config.shard.index,
     };
-    let writer = TraceWriter::create(&config.output, header, &manifest, WriterConfig::default())?;
+    let writer_config = WriterConfig {
+        zstd_level: config.zstd_level,
+        ..WriterConfig::default()
+    };
+    let writer = TraceWriter::create(&config.output, header, &manifest, writer_config)?;
     ctx.checkpoints = config
         .checkpoint_every
         .map(|every| (writer.sender(), every));

@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokentrace_recorder::shard::{parse_start_at, ShardPlan};
 use tokentrace_recorder::{
     Api, Arrival, Capture, ClientKind, HttpVersion, Load, ProgressMode, PromptSource, RecordConfig,
+    DEFAULT_ZSTD_LEVEL,
 };
 
 /// Arguments of `tokentrace record`.
@@ -114,6 +115,11 @@ pub struct Args {
     /// that a killed recorder (kill -9, OOM) keeps them (0: only finished requests).
     #[arg(long, value_name = "SECONDS", default_value_t = 0.5)]
     checkpoint_every: f64,
+    /// zstd level of the trace's blocks, 1 (the least CPU while recording) to 19 (the
+    /// smallest file). Readers do not care which.
+    #[arg(long, value_name = "LEVEL", default_value_t = DEFAULT_ZSTD_LEVEL,
+          value_parser = clap::value_parser!(i32).range(1..=19))]
+    zstd_level: i32,
     /// Text kept in the trace: none (lengths and hashes), text, or raw event payloads.
     #[arg(long, value_enum, default_value_t = CaptureArg::None)]
     capture: CaptureArg,
@@ -337,6 +343,7 @@ fn config_from(args: Args) -> anyhow::Result<RecordConfig> {
         "--checkpoint-every",
         Some(args.checkpoint_every).filter(|s| *s != 0.0),
     )?;
+    config.zstd_level = args.zstd_level;
     config.capture = match args.capture {
         CaptureArg::None => Capture::None,
         CaptureArg::Text => Capture::Text,
