@@ -464,7 +464,11 @@ def cmd_crash(a, res):
     for e in exchanges:
         if e['path'].endswith('/completions'):
             streams.setdefault(e.get('x_request_id'), e)
-    killed_at = [c['t_close'] for c in conns if c.get('closed_by') == 'client']
+    # The kill is when the client closed the streams' connections. Another connection the
+    # client closed earlier (a description call's, once its pool dropped it) is no kill.
+    stream_conns = {e['conn'] for e in streams.values()}
+    killed_at = [c['t_close'] for c in conns
+                 if c.get('closed_by') == 'client' and c.get('conn') in stream_conns]
     bad = []
     if trace['run_end'] is not None:
         bad.append(f"the trace has a run end ({trace['run_end'].get('reason')}): not killed?")
