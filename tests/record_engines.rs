@@ -216,6 +216,45 @@ fn a_closed_keep_alive_connection_is_retried_once_on_a_fresh_one() {
     }
 }
 
+/// A kept-alive connection the server closes, without a byte, when the next request arrives
+/// on it: that request is sent once more on a new connection, and since the server showed the
+/// habit, no connection is reused after it. Over `own` the stream reader reads the reused
+/// connection's head and gives the close back to the request's task; over `own-task` the task
+/// reads the head itself. Either way exactly the second request is retried.
+#[test]
+fn a_connection_closed_on_the_next_request_is_retried_once_then_never_reused() {
+    for client in ["own", "own-task"] {
+        let url = serve(Behaviour {
+            close: Close::OnNextPost,
+            ..Behaviour::one_per_connection(COMPLETE_STREAM)
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("run.ttrace");
+        let args = [
+            "--requests",
+            "5",
+            "--concurrency",
+            "1",
+            "--no-calibrate",
+            "--http",
+            "1",
+            "--client",
+            client,
+        ];
+        let (_, records) = record_ok(&url, &out, &args);
+        assert_eq!(records.len(), 5, "{client}");
+        for r in &records {
+            assert_ok(r);
+        }
+        let retried: Vec<u64> = records
+            .iter()
+            .filter(|r| r.meta.retries == 1)
+            .map(|r| r.meta.id)
+            .collect();
+        assert_eq!(retried, [1], "{client}");
+    }
+}
+
 #[test]
 fn a_complete_stream_without_done_is_missing_done_and_a_cut_one_a_failure() {
     const NO_DONE: &str = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n\

@@ -175,15 +175,20 @@ impl TimedTcp {
     /// Wrap a connected stream; `closes` learns when the server closes it right after a
     /// response. Must run inside a tokio runtime (the socket moves to its reactor).
     pub fn new(tcp: TcpStream, closes: CloseWatch) -> io::Result<TimedTcp> {
+        let mut timed = TimedTcp::new_detached(tcp, closes)?;
+        timed.attach()?;
+        Ok(timed)
+    }
+
+    /// As [`TimedTcp::new`], but out of tokio's reactor (as after [`TimedTcp::detach`]): for a
+    /// connection the stream reader reads from its first response.
+    pub fn new_detached(tcp: TcpStream, closes: CloseWatch) -> io::Result<TimedTcp> {
         let tcp = tcp.into_std()?;
         // Refused, the reads are stamped in user space (no timestamp comes with them).
         let _ = kernel::enable(&tcp);
-        // SAFETY: the std stream owns its descriptor, which stays open and the same until the
-        // `AsyncFd` (its only owner from here on) drops it.
-        let fd = unsafe { AsyncFd::register(tcp) }.map_err(|e| e.into_parts().1)?;
         Ok(TimedTcp {
-            fd: Some(fd),
-            apart: None,
+            fd: None,
+            apart: Some(tcp),
             clock: ReadClock::default(),
             closes,
         })
@@ -240,6 +245,28 @@ impl TimedTcp {
                 Err(err)
             }
         }
+    }
+
+    /// Writes what the socket takes now, without waiting, while the socket is out of tokio's
+    /// reactor (for a request whose answer the stream reader reads); the bytes written, fewer
+    /// than `buf` only when the send buffer is full.
+    pub fn write_now(&mut self, buf: &[u8]) -> io::Result<usize> {
+        // Before the write, as an async write notes it: a refused write counts too.
+        self.clock.note_write();
+        let Some(mut tcp) = self.apart.as_ref() else {
+            return Err(io::Error::other("socket is in tokio's reactor"));
+        };
+        let mut written = 0;
+        while written < buf.len() {
+            match tcp.write(&buf[written..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => written += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(written)
     }
 
     /// This stream's clock.

@@ -1,34 +1,28 @@
 //! One measured request over the recorder's own HTTP/1.1 client (`--client own`, see
-//! [`crate::h1`]): this task writes the request and reads the response head; the body is then
-//! read by the stream reader ([`crate::reader`]), or with `--client own-task` by this task,
-//! either way framed and fed to the SSE parser read by read, each read stamped before its
-//! bytes are looked at. The outcomes, the timeouts, the checkpoints and the one retry of a
+//! [`crate::h1`]): this task writes the request. On a kept-alive plain connection the stream
+//! reader ([`crate::reader`]) then reads the whole response, head and body, and gives back to
+//! this task only what it does not read (an error's body, a refusal, a stale connection's
+//! retry). Otherwise (a new connection, TLS) this task reads the head and the stream reader the
+//! body, or with `--client own-task` this task reads both. Either way the body is framed and
+//! fed to the SSE parser read by read, each read stamped before its bytes are looked at. The outcomes, the timeouts, the checkpoints and the one retry of a
 //! request whose kept-alive connection the server had closed are those of the hyper path
 //! (`stream.rs`).
 
 use super::answer::Answer;
-use super::events::{truncate_lossy, ERROR_TEXT_LIMIT};
-use super::{RequestSpec, StreamContext, StreamState, KEPT_HEADERS, NEVER, STALE_FAILURE_WINDOW};
-use crate::h1::response::{self, Framing, Head};
+use super::{RequestSpec, StreamContext, StreamState, NEVER, STALE_FAILURE_WINDOW};
+use crate::h1::response::{self, Framing};
 use crate::h1::{Conn, Pool};
+use head::{error_body, exchange, request_bytes, Answered, Broken};
 use std::io;
-use tokentrace_format::request_id::write_uuid;
 use tokentrace_format::Outcome;
 use tokentrace_sse::parser::SseError;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+#[path = "stream_head.rs"]
+mod head;
 #[path = "stream_reader.rs"]
 mod reader;
-
-/// Why an exchange stopped before its body.
-enum Broken {
-    /// A read or write failed (or the server closed) before any byte of the response, on a
-    /// connection that had carried a response before: maybe a stale keep-alive connection.
-    BeforeAnswer { error: String, reused: bool },
-    /// Anything else: no retry.
-    Failed(Outcome, String),
-}
 
 /// What woke a stream waiting for its next read.
 enum Wake {
@@ -38,16 +32,6 @@ enum Wake {
     Deadline,
     /// The checkpoint period.
     Tick,
-}
-
-/// A response head and what came after it in the same read.
-struct Answered {
-    conn: Conn,
-    head: Head,
-    /// Bytes after the head, from the read that completed it.
-    rest: Vec<u8>,
-    /// When that read arrived.
-    arrival_ns: u64,
 }
 
 /// What the read loop needs of a response besides the request's state: its framing, its
@@ -83,10 +67,39 @@ struct Started {
     next_tick: Instant,
 }
 
+/// How a request's task starts its exchange.
+enum First {
+    /// It sends the request (from byte `written`: a first write may have sent part of it) on
+    /// `conn`, or on a new connection, and reads the head itself.
+    Exchange { conn: Option<Conn>, written: usize },
+    /// The stream reader read the head (or met the failure) and gave the response back, with
+    /// the request's next checkpoint time.
+    Answered(Result<Answered, Broken>, Instant),
+}
+
+impl BodyRead {
+    /// A response not yet answered, for a request sent at `start`: the deadlines in force
+    /// until its head arrives (its framing is set from the head).
+    fn awaiting(ctx: &StreamContext, start: Instant) -> BodyRead {
+        let total_deadline = ctx.timeout.map_or(start + NEVER, |t| start + t);
+        let ttft_deadline = ctx.ttft_timeout.map(|t| start + t);
+        BodyRead {
+            framing: Framing::Close,
+            keeps_alive: false,
+            ttft_deadline,
+            total_deadline,
+            deadline: ttft_deadline.map_or(total_deadline, |d| d.min(total_deadline)),
+            draining: false,
+        }
+    }
+}
+
 impl StreamState {
     /// [`StreamState::drive`] over the own client; false when `cancel` fired first (the caller
-    /// records the cancellation). The body is read by the stream reader when the run has one
-    /// (`ctx.reader`), else by this task.
+    /// records the cancellation). With a stream reader (`ctx.reader`) and a kept-alive plain
+    /// connection, this task writes the request and the reader reads the whole response;
+    /// otherwise this task reads the head, and the body is read by the stream reader when the
+    /// run has one, else by this task.
     pub(super) async fn drive_own(
         mut self: Box<Self>,
         ctx: &StreamContext,
@@ -94,8 +107,32 @@ impl StreamState {
         spec: RequestSpec,
         mut cancel: oneshot::Receiver<()>,
     ) -> (Box<Self>, bool) {
+        let start = Instant::now();
+        let request = request_bytes(ctx, pool, &spec);
+        // The body is in `request` now; a stream holds neither for the rest of its response.
+        drop(spec);
+        self.record.meta.send_ns = ctx.now_ns();
+        let sent = Instant::now();
+        let idle = pool.take_idle(&ctx.closes);
+        let first = match &ctx.reader {
+            Some(reader) if pool.is_plain() => {
+                let on_reader =
+                    self.start_on_reader(ctx, pool, reader, (&request, start), idle, &mut cancel);
+                match on_reader.await {
+                    Ok((state, first)) => {
+                        self = state;
+                        first
+                    }
+                    Err(ended) => return ended,
+                }
+            }
+            _ => First::Exchange {
+                conn: idle,
+                written: 0,
+            },
+        };
         let started = {
-            let answering = self.answer_own(ctx, pool, spec);
+            let answering = self.answer_own(ctx, pool, request, (start, sent), first);
             tokio::select! {
                 biased;
                 started = answering => started,
@@ -123,8 +160,17 @@ impl StreamState {
         drop(rest);
         match &ctx.reader {
             Some(reader) => {
-                let started = (conn, body, next_tick);
-                reader::stream_on_reader(self, ctx, pool, reader, started, cancel).await
+                if let Err(err) = conn.detach() {
+                    self.read_failed(ctx, &conn, &err);
+                    return (self, true);
+                }
+                let streaming = reader::Streaming::body_started(self, conn, body, next_tick);
+                match reader::run_on_reader(streaming, ctx, pool, reader, &mut cancel).await {
+                    reader::OnReader::Done(state, ran) => (state, ran),
+                    // Only a response whose head the reader reads comes back unfinished; this
+                    // one's body ended, one way or another, on the reader.
+                    reader::OnReader::Back(state, ..) => (state, true),
+                }
             }
             None => {
                 let reuse = {
@@ -143,33 +189,114 @@ impl StreamState {
         }
     }
 
-    /// Sends the request and reads the response head; the started body, or None when the
-    /// request ended before one (recorded in the state).
+    /// The request on a plain connection, a kept-alive one (`idle`) or a new one, written by
+    /// this task, its whole response then read by the stream reader: no wait in tokio's
+    /// reactor for writability or for the head. `request` was first sent at `start`. Ok: what
+    /// this task goes on with (the reader's answer, or a request the socket did not take whole
+    /// at once); Err: how the request ended, as [`StreamState::drive_own`] returns it.
+    async fn start_on_reader(
+        mut self: Box<Self>,
+        ctx: &StreamContext,
+        pool: &Pool,
+        reader: &reader::StreamReader,
+        (request, start): (&[u8], Instant),
+        idle: Option<Conn>,
+        cancel: &mut oneshot::Receiver<()>,
+    ) -> Result<(Box<Self>, First), (Box<Self>, bool)> {
+        let body = BodyRead::awaiting(ctx, start);
+        let mut next_tick = ctx.next_checkpoint(start);
+        let mut conn = match idle {
+            Some(conn) => conn,
+            None => {
+                let sleep = tokio::time::sleep_until(body.deadline);
+                tokio::pin!(sleep);
+                let tick = tokio::time::sleep_until(next_tick);
+                tokio::pin!(tick);
+                let connecting = Box::pin(pool.connect(&ctx.closes, true));
+                let connected = tokio::select! {
+                    biased;
+                    connected = self.await_ticking(ctx, connecting, &mut sleep, &mut tick) => connected,
+                    _ = &mut *cancel => return Err((self, false)),
+                };
+                next_tick = tick.deadline();
+                match connected {
+                    None => {
+                        self.timed_out(ctx, body.ttft_deadline, body.total_deadline);
+                        return Err((self, true));
+                    }
+                    Some(Err(e)) => {
+                        let failed =
+                            Broken::Failed(Outcome::ConnectError, format!("connecting: {e}"));
+                        return Ok((self, First::Answered(Err(failed), next_tick)));
+                    }
+                    Some(Ok(conn)) => conn,
+                }
+            }
+        };
+        // Out of tokio's reactor (a kept-alive connection is still in it when this task read
+        // its last response), the request written now: a request is a few KiB, which an idle
+        // socket's send buffer takes whole.
+        let _ = conn.detach();
+        match conn.write_now(request) {
+            Ok(n) if n == request.len() => {
+                let awaiting = reader::Streaming::awaiting_head(self, conn, body, next_tick);
+                match reader::run_on_reader(awaiting, ctx, pool, reader, cancel).await {
+                    reader::OnReader::Done(state, ran) => Err((state, ran)),
+                    reader::OnReader::Back(state, answered, next_tick) => {
+                        Ok((state, First::Answered(answered, next_tick)))
+                    }
+                }
+            }
+            Ok(written) => {
+                let rest = First::Exchange {
+                    conn: Some(conn),
+                    written,
+                };
+                Ok((self, rest))
+            }
+            Err(e) => {
+                let broken = Broken::BeforeAnswer {
+                    error: format!("sending the request: {e}"),
+                    reused: conn.reused,
+                };
+                Ok((self, First::Answered(Err(broken), next_tick)))
+            }
+        }
+    }
+
+    /// Sends the request (sent first at `start`, its bytes handed to the network at `sent`)
+    /// and reads the response head, or takes what the stream reader made of them (`first`);
+    /// the started body, or None when the request ended before one (recorded in the state).
     async fn answer_own(
         &mut self,
         ctx: &StreamContext,
         pool: &Pool,
-        spec: RequestSpec,
+        request: Vec<u8>,
+        (start, sent): (Instant, Instant),
+        first: First,
     ) -> Option<Started> {
-        let start = Instant::now();
-        let total_deadline = ctx.timeout.map_or(start + NEVER, |t| start + t);
-        let ttft_deadline = ctx.ttft_timeout.map(|t| start + t);
-        let sleep = tokio::time::sleep_until(
-            ttft_deadline.map_or(total_deadline, |d| d.min(total_deadline)),
-        );
+        let mut body = BodyRead::awaiting(ctx, start);
+        let (ttft_deadline, total_deadline) = (body.ttft_deadline, body.total_deadline);
+        let sleep = tokio::time::sleep_until(body.deadline);
         tokio::pin!(sleep);
-        let tick = tokio::time::sleep_until(ctx.next_checkpoint(start));
+        let first_tick = match &first {
+            First::Answered(_, next_tick) => *next_tick,
+            First::Exchange { .. } => ctx.next_checkpoint(start),
+        };
+        let tick = tokio::time::sleep_until(first_tick);
         tokio::pin!(tick);
-        let request = request_bytes(ctx, pool, &spec);
-        // The body is in `request` now; a stream holds neither for the rest of its response.
-        drop(spec);
-        self.record.meta.send_ns = ctx.now_ns();
-        let sent = Instant::now();
-        // Boxed, here and for the retry: an exchange future (connect and TLS handshake
-        // included) is 1.7 KiB, and held inline, it and its moved copy in `await_ticking` would
-        // each take room in every stream's task for the whole response.
-        let first = Box::pin(exchange(ctx, pool, &request, pool.take_idle(&ctx.closes)));
-        let answered = match self.await_ticking(ctx, first, &mut sleep, &mut tick).await {
+        let answered = match first {
+            First::Answered(answered, _) => Some(answered),
+            First::Exchange { conn, written } => {
+                // Boxed, here and for the retry: an exchange future (connect and TLS handshake
+                // included) is 1.7 KiB, and held inline, it and its moved copy in
+                // `await_ticking` would each take room in every stream's task for the whole
+                // response.
+                let first = Box::pin(exchange(ctx, pool, &request[written..], conn));
+                self.await_ticking(ctx, first, &mut sleep, &mut tick).await
+            }
+        };
+        let answered = match answered {
             None => {
                 self.timed_out(ctx, ttft_deadline, total_deadline);
                 return None;
@@ -214,16 +341,7 @@ impl StreamState {
                 return None;
             }
         };
-        self.record.meta.headers_ns = Some(head_arrival_ns);
-        self.record.meta.http_status = head.status;
-        for name in KEPT_HEADERS {
-            if let Some(value) = head.get(name) {
-                self.record
-                    .meta
-                    .response_headers
-                    .push((name.to_string(), value.to_string()));
-            }
-        }
+        self.record_head(&head, head_arrival_ns);
         let mut framing = match head.framing(false) {
             Ok(framing) => framing,
             Err(error) => {
@@ -238,6 +356,9 @@ impl StreamState {
             head.get("location"),
         );
         let status = head.status;
+        // A head the stream reader read comes back here only for its body's sake: the
+        // connection joins tokio's reactor for the reads that follow.
+        let registered = conn.attach();
         if let Some((outcome, message)) = answer.refusal(status) {
             let text = if outcome == Outcome::NotEventStream {
                 let body = error_body(&mut conn, &mut framing, &rest);
@@ -263,20 +384,18 @@ impl StreamState {
             self.record.meta.end_ns = ctx.now_ns();
             return None;
         }
+        if let Err(err) = registered {
+            self.read_failed(ctx, &conn, &err);
+            return None;
+        }
+        body.framing = framing;
         // What the rest of the response needs from the head, so the head does not stay
         // allocated in every open stream until the end.
-        let keeps_alive = head.keeps_alive();
+        body.keeps_alive = head.keeps_alive();
         drop(head);
         Some(Started {
             conn,
-            body: BodyRead {
-                framing,
-                keeps_alive,
-                ttft_deadline,
-                total_deadline,
-                deadline: sleep.deadline(),
-                draining: false,
-            },
+            body,
             rest,
             head_arrival_ns,
             next_tick: tick.deadline(),
@@ -423,129 +542,4 @@ impl StreamState {
         })?;
         Ok((decoded, oversize))
     }
-}
-
-/// The request bytes, with this request's id header.
-fn request_bytes(ctx: &StreamContext, pool: &Pool, spec: &RequestSpec) -> Vec<u8> {
-    match &ctx.request_id {
-        Some((name, run_prefix)) => {
-            let mut uuid = [0u8; 36];
-            write_uuid(*run_prefix, spec.id, &mut uuid);
-            pool.request(&[(name.as_str(), &uuid)], &spec.body)
-        }
-        None => pool.request(&[], &spec.body),
-    }
-}
-
-/// Sends `request` on `conn` (or a new connection) and reads the response head.
-async fn exchange(
-    ctx: &StreamContext,
-    pool: &Pool,
-    request: &[u8],
-    conn: Option<Conn>,
-) -> Result<Answered, Broken> {
-    let mut conn = match conn {
-        Some(conn) => conn,
-        None => pool
-            .connect(&ctx.closes)
-            .await
-            .map_err(|e| Broken::Failed(Outcome::ConnectError, format!("connecting: {e}")))?,
-    };
-    let reused = conn.reused;
-    let before = |what: &str, e: io::Error| Broken::BeforeAnswer {
-        error: format!("{what}: {e}"),
-        reused,
-    };
-    conn.send(request)
-        .await
-        .map_err(|e| before("sending the request", e))?;
-    let mut head_bytes: Vec<u8> = Vec::new();
-    loop {
-        let (n, arrival_ns) = conn
-            .read_with(|bytes, clock| {
-                let at = clock.arrival_ns(ctx.anchor_mono_ns, ctx.now_ns());
-                head_bytes.extend_from_slice(bytes);
-                (bytes.len(), at)
-            })
-            .await
-            .map_err(|e| before("reading the response", e))?;
-        if n == 0 {
-            return Err(if head_bytes.is_empty() {
-                before(
-                    "reading the response",
-                    io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed"),
-                )
-            } else {
-                Broken::Failed(
-                    Outcome::StreamError,
-                    "connection closed in the middle of the response head".into(),
-                )
-            });
-        }
-        // Interim answers (100 Continue, 103 Early Hints) precede the one that counts.
-        while let Some(end) = response::head_end(&head_bytes) {
-            let head = response::parse_head(&head_bytes[..end])
-                .map_err(|e| Broken::Failed(Outcome::StreamError, e))?;
-            let rest = head_bytes.split_off(end);
-            if (100..200).contains(&head.status) && head.status != 101 {
-                head_bytes = rest;
-                continue;
-            }
-            return Ok(Answered {
-                conn,
-                head,
-                rest,
-                arrival_ns,
-            });
-        }
-        if head_bytes.len() > response::MAX_HEAD {
-            return Err(Broken::Failed(
-                Outcome::StreamError,
-                format!("response head longer than {} bytes", response::MAX_HEAD),
-            ));
-        }
-    }
-}
-
-/// At most [`ERROR_TEXT_LIMIT`] bytes of an error body (the bytes after the head first).
-async fn error_body(conn: &mut Conn, framing: &mut Framing, rest: &[u8]) -> String {
-    let mut collected = Vec::new();
-    let mut failure = None;
-    let take = |framing: &mut Framing, bytes: &[u8], collected: &mut Vec<u8>| {
-        framing
-            .decode(bytes, |d| collected.extend_from_slice(d))
-            .map(|d| d.done)
-    };
-    let mut done = match take(framing, rest, &mut collected) {
-        Ok(done) => done,
-        Err(e) => {
-            failure = Some(e);
-            true
-        }
-    };
-    while !done && collected.len() < ERROR_TEXT_LIMIT {
-        let read = conn
-            .read_with(|bytes, _| (!bytes.is_empty()).then(|| take(framing, bytes, &mut collected)))
-            .await;
-        match read {
-            Ok(None) => break,
-            Ok(Some(Ok(d))) => done = d,
-            Ok(Some(Err(e))) => {
-                failure = Some(e);
-                break;
-            }
-            Err(e) => {
-                failure = Some(e.to_string());
-                break;
-            }
-        }
-    }
-    collected.truncate(ERROR_TEXT_LIMIT);
-    if let Some(e) = failure {
-        collected.extend_from_slice(format!(" (body read failed: {e})").as_bytes());
-    }
-    if collected.iter().all(u8::is_ascii_whitespace) {
-        return "(empty body)".into();
-    }
-    truncate_lossy(&collected)
 }

@@ -1,9 +1,13 @@
-//! A response body in the stream reader's hands ([`crate::reader`]): the request's state, its
+//! A response in the stream reader's hands ([`crate::reader`]): the request's state, its
 //! connection and its read loop state, moved from the request's task to the reader thread and
-//! back. Each read is stamped and fed exactly as in the task's own loop
+//! back. On a kept-alive plain connection the reader reads the head too, read by read as the
+//! task's exchange does ([`super::head::take_head`]); a head it does not read on from goes back
+//! to the task. Each body read is stamped and fed exactly as in the task's own loop
 //! ([`StreamState::take_read`]); only who waits for the socket differs.
 
+use super::head::{stream_framing, take_head, Answered, Broken};
 use super::{BodyRead, Step};
+use crate::h1::response::Head;
 use crate::h1::{Conn, Pool};
 use crate::reader::{Reader, Tenant};
 use crate::stream::{StreamContext, StreamState};
@@ -17,34 +21,34 @@ use tokio::time::Instant;
 /// does so at its next wake-up; only a reader that died takes longer).
 const CANCEL_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Hands a started body (its connection, read state and next checkpoint time) to the stream
-/// reader and waits for it to come back (or for `cancel`, which the reader then records); the
-/// state, and true (the request ran its course).
-pub(super) async fn stream_on_reader(
-    state: Box<StreamState>,
+/// The stream reader of the own client's responses.
+pub(super) type StreamReader = Reader<StreamContext>;
+
+/// What came back from the stream reader.
+pub(super) enum OnReader {
+    /// The request ran its course (true), as [`StreamState::drive_own`] returns it.
+    Done(Box<StreamState>, bool),
+    /// The response goes on in its task: a head the reader does not read on from (an error's
+    /// body or a refusal, which the task reads and records), or why the exchange broke before
+    /// a head (a stale connection's retry is the task's). With the next checkpoint time.
+    Back(Box<StreamState>, Result<Answered, Broken>, Instant),
+}
+
+/// Hands a response (its head still to come, or its body started) to the stream reader and
+/// waits for it to come back, or for `cancel`, which the reader then records.
+pub(super) async fn run_on_reader(
+    streaming: Box<Streaming>,
     ctx: &StreamContext,
     pool: &Pool,
     reader: &Reader<StreamContext>,
-    (mut conn, body, next_tick): (Conn, BodyRead, Instant),
-    mut cancel: oneshot::Receiver<()>,
-) -> (Box<StreamState>, bool) {
-    let mut state = state;
-    let key = state.record.meta.id;
+    cancel: &mut oneshot::Receiver<()>,
+) -> OnReader {
+    let key = streaming.state.record.meta.id;
     // What is recorded should the reader thread die with the response (a bug).
-    let meta = state.record.meta.clone();
-    if let Err(err) = conn.detach() {
-        state.read_failed(ctx, &conn, &err);
-        return (state, true);
-    }
+    let meta = streaming.state.record.meta.clone();
     let (reply, mut back) = oneshot::channel();
-    let streaming = Box::new(Streaming {
-        state,
-        conn,
-        body,
-        next_tick,
-        reuse: false,
-        reply: Some(reply),
-    });
+    let mut streaming = streaming;
+    streaming.reply = Some(reply);
     if let Err(mut tenant) = reader.adopt(streaming) {
         // The reader thread is gone (it stops only when the run ends).
         let gone = io::Error::other("the stream reader has stopped");
@@ -54,7 +58,7 @@ pub(super) async fn stream_on_reader(
     let returned = tokio::select! {
         biased;
         returned = &mut back => returned.ok(),
-        _ = &mut cancel => {
+        _ = cancel => {
             reader.cancel(key);
             // Comes back from the reader at its next wake-up; the bound is only for a reader
             // that died.
@@ -69,21 +73,34 @@ pub(super) async fn stream_on_reader(
             let mut lost = StreamState::lost(ctx, meta);
             lost.fail(
                 Outcome::StreamError,
-                "the stream reader stopped while reading the body".into(),
+                "the stream reader stopped while reading the response".into(),
             );
             lost.record.meta.end_ns = ctx.now_ns();
-            (lost, true)
+            OnReader::Done(lost, true)
         }
     }
 }
 
-/// A streaming response on its way through the reader.
-struct Streaming {
+/// Why a response goes back to its task before its end.
+enum Unfinished {
+    /// Its head, the bytes after it and when they arrived.
+    Head(Head, Vec<u8>, u64),
+    /// The exchange broke before a head.
+    Broken(Broken),
+}
+
+/// A response on its way through the reader.
+pub(super) struct Streaming {
     state: Box<StreamState>,
     conn: Conn,
     body: BodyRead,
     /// When its next checkpoint is due (from its start or its last checkpoint, as in its task).
     next_tick: Instant,
+    /// The response head's bytes so far, while the head is still to come (None: the body
+    /// streams).
+    head: Option<Vec<u8>>,
+    /// Set when the response goes back to its task unfinished.
+    unfinished: Option<Unfinished>,
     /// Set when the body ended whole and the connection may carry another request.
     reuse: bool,
     /// Where the response goes back to its task.
@@ -91,26 +108,82 @@ struct Streaming {
 }
 
 impl Streaming {
-    /// Back in the request's task: the connection returns to tokio's reactor and the pool when
-    /// it may carry another request. The state, and true (the request ran its course:
-    /// a cancellation was recorded by the reader).
-    fn finish(self, pool: &Pool) -> (Box<StreamState>, bool) {
+    /// A request written on `conn` (out of tokio's reactor), its head still to come.
+    pub(super) fn awaiting_head(
+        state: Box<StreamState>,
+        conn: Conn,
+        body: BodyRead,
+        next_tick: Instant,
+    ) -> Box<Streaming> {
+        Box::new(Streaming {
+            state,
+            conn,
+            body,
+            next_tick,
+            head: Some(Vec::new()),
+            unfinished: None,
+            reuse: false,
+            reply: None,
+        })
+    }
+
+    /// A response whose body has started, on `conn` (out of tokio's reactor).
+    pub(super) fn body_started(
+        state: Box<StreamState>,
+        conn: Conn,
+        body: BodyRead,
+        next_tick: Instant,
+    ) -> Box<Streaming> {
+        Box::new(Streaming {
+            state,
+            conn,
+            body,
+            next_tick,
+            head: None,
+            unfinished: None,
+            reuse: false,
+            reply: None,
+        })
+    }
+
+    /// Back in the request's task. A connection that may carry another request goes to the
+    /// pool as it is, out of tokio's reactor: the next request's path registers it where its
+    /// reads are waited for.
+    fn finish(self: Box<Self>, pool: &Pool) -> OnReader {
         let Streaming {
             state,
-            mut conn,
+            conn,
             reuse,
+            unfinished,
+            next_tick,
             ..
-        } = self;
-        // A socket tokio will not take back is closed, not reused.
-        if reuse && conn.attach().is_ok() {
-            pool.put_back(conn);
+        } = *self;
+        match unfinished {
+            None => {
+                if reuse {
+                    pool.put_back(conn);
+                }
+                OnReader::Done(state, true)
+            }
+            Some(Unfinished::Broken(broken)) => OnReader::Back(state, Err(broken), next_tick),
+            Some(Unfinished::Head(head, rest, arrival_ns)) => {
+                let answered = Answered {
+                    conn,
+                    head,
+                    rest,
+                    arrival_ns,
+                };
+                OnReader::Back(state, Ok(answered), next_tick)
+            }
         }
-        (state, true)
     }
 
     /// What is there to read now (`held_only`: only what TLS holds decrypted); true when the
-    /// response is over.
+    /// response is over here.
     fn read(&mut self, ctx: &StreamContext, held_only: bool) -> bool {
+        if self.head.is_some() {
+            return !held_only && self.read_head(ctx);
+        }
         let Streaming {
             state, conn, body, ..
         } = self;
@@ -137,6 +210,64 @@ impl Streaming {
                 true
             }
             None => false,
+        }
+    }
+
+    /// One read of the response head (a plain connection's: nothing is held in user space);
+    /// true when the response is over here or goes back to its task. A head that answers with
+    /// a stream is recorded and its first body bytes taken, as its task would.
+    fn read_head(&mut self, ctx: &StreamContext) -> bool {
+        let Streaming {
+            state,
+            conn,
+            body,
+            head,
+            unfinished,
+            reuse,
+            ..
+        } = self;
+        let Some(head_bytes) = head.as_mut() else {
+            return false;
+        };
+        let reused = conn.reused;
+        let mut taken = Ok(None);
+        let mut arrival_ns = 0;
+        let read = conn.read_ready(false, |bytes, clock| {
+            arrival_ns = clock.arrival_ns(ctx.anchor_mono_ns, ctx.now_ns());
+            taken = take_head(head_bytes, bytes, reused);
+            false
+        });
+        if let Err(e) = read {
+            taken = Err(Broken::BeforeAnswer {
+                error: format!("reading the response: {e}"),
+                reused,
+            });
+        }
+        let (answer, rest) = match taken {
+            Ok(None) => return false,
+            Ok(Some(answer)) => answer,
+            Err(broken) => {
+                *unfinished = Some(Unfinished::Broken(broken));
+                return true;
+            }
+        };
+        *head = None;
+        let Some(framing) = stream_framing(&answer) else {
+            *unfinished = Some(Unfinished::Head(answer, rest, arrival_ns));
+            return true;
+        };
+        state.record_head(&answer, arrival_ns);
+        body.framing = framing;
+        body.keeps_alive = answer.keeps_alive();
+        drop(answer);
+        // The bytes after the head came in the read that completed it: its first body bytes,
+        // at its time (read index 0, even when there are none).
+        match state.take_read(ctx, body, Some(&rest), arrival_ns) {
+            Step::More => false,
+            Step::Over { reuse: whole } => {
+                *reuse = whole;
+                true
+            }
         }
     }
 }
@@ -183,7 +314,13 @@ impl Tenant<StreamContext> for Streaming {
     }
 
     fn unwatchable(&mut self, ctx: &StreamContext, error: &io::Error) {
-        self.state.read_failed(ctx, &self.conn, error);
+        if self.head.is_some() {
+            let error = format!("reading the response: {error}");
+            self.state.fail(Outcome::StreamError, error);
+            self.state.record.meta.end_ns = ctx.now_ns();
+        } else {
+            self.state.read_failed(ctx, &self.conn, error);
+        }
     }
 
     fn hand_back(mut self: Box<Self>) {

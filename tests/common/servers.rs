@@ -20,6 +20,9 @@ pub enum Close {
     /// Keeps the connection, then closes it without a byte when the next request arrives: a
     /// keep-alive connection the server has already given up.
     OnNextRequest,
+    /// As `OnNextRequest`, counting POSTs only: a GET (the recorder's preflight) is answered
+    /// and the connection kept, so only a connection that carried a stream is closed.
+    OnNextPost,
     /// Keeps serving while requests follow closely; a request arriving after the connection
     /// idled longer than this is met with a close and no answer (an idle close, shortened).
     WhenIdle(Duration),
@@ -82,12 +85,15 @@ pub fn serve(behaviour: Behaviour) -> String {
 fn connection(mut conn: TcpStream, b: Behaviour, posts: &AtomicUsize) {
     conn.set_read_timeout(Some(Duration::from_secs(60))).ok();
     let mut answered: Option<Instant> = None;
+    let mut streamed = false;
     while let Some(head) = read_request(&mut conn) {
         if !b.answers {
             continue;
         }
+        let post = !head.starts_with("GET");
         let closes = match b.close {
             Close::OnNextRequest => answered.is_some(),
+            Close::OnNextPost => post && streamed,
             Close::WhenIdle(limit) => answered.is_some_and(|t| t.elapsed() > limit),
             Close::After(_) => false,
         };
@@ -117,6 +123,7 @@ fn connection(mut conn: TcpStream, b: Behaviour, posts: &AtomicUsize) {
             return;
         }
         answered = Some(Instant::now());
+        streamed |= post;
         if let Close::After(delay) = b.close {
             std::thread::sleep(delay);
             return;

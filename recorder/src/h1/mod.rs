@@ -157,6 +157,22 @@ impl Conn {
         self.timed().attach()
     }
 
+    /// Whether this is a plain TCP connection (no TLS).
+    pub fn is_plain(&self) -> bool {
+        matches!(self.io, Io::Plain(_))
+    }
+
+    /// Writes what a plain connection's socket takes of `request` now, without waiting, while
+    /// the socket is out of tokio's reactor ([`Conn::detach`]); the bytes written.
+    pub fn write_now(&mut self, request: &[u8]) -> io::Result<usize> {
+        match &mut self.io {
+            Io::Plain(tcp) => tcp.write_now(request),
+            Io::Tls(..) => Err(io::Error::other(
+                "a TLS request is sealed and sent by its task",
+            )),
+        }
+    }
+
     /// The socket's descriptor.
     pub fn raw_fd(&self) -> std::os::fd::RawFd {
         use std::os::fd::AsRawFd;
@@ -345,7 +361,9 @@ impl Pool {
         None
     }
 
-    /// Keeps `conn` for the next request (not one whose TLS failed after its response).
+    /// Keeps `conn` for the next request (not one whose TLS failed after its response), in
+    /// tokio's reactor or out of it as it is: the next request's path registers it where its
+    /// reads are waited for.
     pub fn put_back(&self, mut conn: Conn) {
         if matches!(&conn.io, Io::Tls(_, link) if link.failed()) {
             return;
@@ -356,13 +374,24 @@ impl Pool {
         }
     }
 
+    /// Whether the connections are plain TCP (an `http://` URL).
+    pub fn is_plain(&self) -> bool {
+        self.tls.is_none()
+    }
+
     /// A new connection (TCP, then TLS when the URL is https), within [`CONNECT_LIMIT`];
-    /// `closes` learns when the server closes it right after a response.
-    pub async fn connect(&self, closes: &CloseWatch) -> io::Result<Conn> {
+    /// `closes` learns when the server closes it right after a response. `detached`: a plain
+    /// connection is left out of tokio's reactor, for the stream reader (a TLS one always
+    /// joins it, for its handshake).
+    pub async fn connect(&self, closes: &CloseWatch, detached: bool) -> io::Result<Conn> {
         let connecting = async {
             let tcp = TcpStream::connect((self.host.as_str(), self.port)).await?;
             tcp.set_nodelay(true)?;
-            let mut timed = TimedTcp::new(tcp, closes.clone())?;
+            let mut timed = if detached && self.tls.is_none() {
+                TimedTcp::new_detached(tcp, closes.clone())?
+            } else {
+                TimedTcp::new(tcp, closes.clone())?
+            };
             let clock = timed.clock().clone();
             let io = match &self.tls {
                 None => Io::Plain(timed),

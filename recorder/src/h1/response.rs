@@ -73,6 +73,30 @@ pub fn head_end(buf: &[u8]) -> Option<usize> {
     memchr::memmem::find(buf, b"\r\n\r\n").map(|i| i + 4)
 }
 
+/// Adds one read's bytes to a response head being read; the head and the bytes after it once
+/// it is whole, None while it is not. Interim answers (100 Continue, 103 Early Hints) are
+/// skipped: they precede the one that counts. The one head reader of the own client, whether a
+/// request's task or the stream reader reads the head.
+pub fn take_head(
+    head_bytes: &mut Vec<u8>,
+    bytes: &[u8],
+) -> Result<Option<(Head, Vec<u8>)>, String> {
+    head_bytes.extend_from_slice(bytes);
+    while let Some(end) = head_end(head_bytes) {
+        let head = parse_head(&head_bytes[..end])?;
+        let rest = head_bytes.split_off(end);
+        if (100..200).contains(&head.status) && head.status != 101 {
+            *head_bytes = rest;
+            continue;
+        }
+        return Ok(Some((head, rest)));
+    }
+    if head_bytes.len() > MAX_HEAD {
+        return Err(format!("response head longer than {MAX_HEAD} bytes"));
+    }
+    Ok(None)
+}
+
 /// Parses a complete head (`buf` up to and including its blank line).
 pub fn parse_head(buf: &[u8]) -> Result<Head, String> {
     let text = std::str::from_utf8(buf).map_err(|_| "response head is not UTF-8".to_string())?;
@@ -382,13 +406,11 @@ mod tests {
             let body: Vec<u8> = match &framing {
                 Some(_) => read.to_vec(),
                 None => {
-                    head_bytes.extend_from_slice(read);
-                    let Some(end) = head_end(&head_bytes) else {
+                    let Some((head, rest)) = take_head(&mut head_bytes, read).unwrap() else {
                         continue;
                     };
-                    let head = parse_head(&head_bytes[..end]).unwrap();
                     framing = Some((head.status, head.framing(false).unwrap()));
-                    head_bytes.split_off(end)
+                    rest
                 }
             };
             if let Some((_, f)) = framing.as_mut() {
@@ -404,13 +426,14 @@ mod tests {
     }
 
     proptest! {
-        /// Any split of a whole response (head, chunked body, SSE events inside) into reads
-        /// gives the same events as reading it at once.
+        /// Any split of a whole response (an interim answer or none, the head, a chunked
+        /// body, SSE events inside) into reads gives the same events as reading it at once.
         #[test]
         fn any_split_of_a_response_gives_the_same_events(
             texts in proptest::collection::vec("[a-z {}\":,]{0,30}", 1..8),
             sizes in proptest::collection::vec(1usize..50, 1..10),
             cuts in proptest::collection::vec(0usize..2000, 0..16),
+            interim in any::<bool>(),
         ) {
             let sse: String = texts.iter().map(|t| format!("data: {t}\n\n")).collect();
             let mut parts = Vec::new();
@@ -423,7 +446,11 @@ mod tests {
                 parts.push(sse.as_bytes()[at..end].to_vec());
                 at = end;
             }
-            let mut wire = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
+            let mut wire = Vec::new();
+            if interim {
+                wire.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+            }
+            wire.extend_from_slice(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n");
             wire.extend_from_slice(&chunked(&parts));
             let whole = events_of(&[&wire]);
             let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (wire.len() + 1)).collect();
