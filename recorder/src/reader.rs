@@ -1,10 +1,11 @@
 //! The stream reader: one thread that reads every streaming response's socket.
 //!
-//! A request's task (tokio) connects, writes the request and reads the response head; then it
-//! hands the connection and the request's state to this thread and waits for them to come
-//! back. The thread runs a level-triggered `epoll_wait` over every body it holds and, for each
-//! socket reported readable, makes one read, stamps it with the kernel's receive time and
-//! frames, parses and classifies its bytes right there: one wake-up and one read per arrival,
+//! A request's task (tokio) connects (or takes a kept-alive connection) and writes the request
+//! (over TLS it reads the response head too); then it hands the connection and the request's
+//! state to this thread and waits for them to come back. The thread runs a level-triggered
+//! `epoll_wait` over every response it holds and, for each socket reported readable, makes one
+//! read, stamps it with the kernel's receive time and frames, parses and classifies its bytes
+//! right there: one wake-up and one read per arrival,
 //! as the benchmark's epoll floor does, with no task, waker or timer per stream and no
 //! hand-off per chunk. Deadlines are one heap for all streams, checkpoint times another.
 //!
@@ -25,8 +26,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// A response body the reader reads for its request's task; `C` is what every body shares
-/// (the run's `StreamContext`), the reader's own copy.
+/// A response (its head still to come, or its body) the reader reads for its request's task;
+/// `C` is what every response shares (the run's `StreamContext`), the reader's own copy.
 pub trait Tenant<C>: Send {
     /// The socket to watch.
     fn fd(&self) -> RawFd;

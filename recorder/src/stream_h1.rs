@@ -1,12 +1,13 @@
 //! One measured request over the recorder's own HTTP/1.1 client (`--client own`, see
-//! [`crate::h1`]): this task writes the request. On a kept-alive plain connection the stream
-//! reader ([`crate::reader`]) then reads the whole response, head and body, and gives back to
-//! this task only what it does not read (an error's body, a refusal, a stale connection's
-//! retry). Otherwise (a new connection, TLS) this task reads the head and the stream reader the
-//! body, or with `--client own-task` this task reads both. Either way the body is framed and
-//! fed to the SSE parser read by read, each read stamped before its bytes are looked at. The outcomes, the timeouts, the checkpoints and the one retry of a
-//! request whose kept-alive connection the server had closed are those of the hyper path
-//! (`stream.rs`).
+//! [`crate::h1`]): this task writes the request. On a plain connection, kept alive or new, the
+//! stream reader ([`crate::reader`]) then reads the whole response, head and body, and gives
+//! back to this task only what it does not read (an error's body, a refusal, a stale
+//! connection's retry). Otherwise (TLS, a request the socket did not take whole at once, a
+//! retry) this task reads the head and the stream reader the body; with `--client own-task`
+//! this task reads both. Either way the body is framed and fed to the SSE parser read by read,
+//! each read stamped before its bytes are looked at. The outcomes, the timeouts, the
+//! checkpoints and the one retry of a request whose kept-alive connection the server had
+//! closed are those of the hyper path (`stream.rs`).
 
 use super::answer::Answer;
 use super::{RequestSpec, StreamContext, StreamState, NEVER, STALE_FAILURE_WINDOW};
@@ -96,10 +97,10 @@ impl BodyRead {
 
 impl StreamState {
     /// [`StreamState::drive`] over the own client; false when `cancel` fired first (the caller
-    /// records the cancellation). With a stream reader (`ctx.reader`) and a kept-alive plain
-    /// connection, this task writes the request and the reader reads the whole response;
-    /// otherwise this task reads the head, and the body is read by the stream reader when the
-    /// run has one, else by this task.
+    /// records the cancellation). With a stream reader (`ctx.reader`) and a plain connection,
+    /// this task writes the request and the reader reads the whole response; otherwise this
+    /// task reads the head, and the body is read by the stream reader when the run has one,
+    /// else by this task.
     pub(super) async fn drive_own(
         mut self: Box<Self>,
         ctx: &StreamContext,

@@ -1,6 +1,6 @@
 //! The request and the response head over the own client: the request's bytes, the exchange
 //! a request's task runs (send, then read the head), the head's reading read by read (shared
-//! with the stream reader, which reads the head itself on a kept-alive plain connection), and
+//! with the stream reader, which reads the head itself on a plain connection), and
 //! what a head says about the body to come.
 
 use super::super::answer::Answer;

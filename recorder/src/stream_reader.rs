@@ -1,6 +1,6 @@
 //! A response in the stream reader's hands ([`crate::reader`]): the request's state, its
 //! connection and its read loop state, moved from the request's task to the reader thread and
-//! back. On a kept-alive plain connection the reader reads the head too, read by read as the
+//! back. On a plain connection the reader reads the head too, read by read as the
 //! task's exchange does ([`super::head::take_head`]); a head it does not read on from goes back
 //! to the task. Each body read is stamped and fed exactly as in the task's own loop
 //! ([`StreamState::take_read`]); only who waits for the socket differs.
