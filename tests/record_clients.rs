@@ -153,3 +153,42 @@ fn the_own_client_speaks_tls_and_refuses_an_unknown_ca() {
         .assert()
         .failure();
 }
+
+/// A request larger than a socket takes at once (a long-context prompt, about 4 MiB here): on
+/// the default client the request's task writes what the socket takes without tokio's reactor,
+/// then sends the rest there before the head is read. Every request is answered whole, on a
+/// new connection and on a kept-alive one, on every client.
+#[test]
+fn a_request_larger_than_the_socket_takes_at_once_is_sent_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let prompts = dir.path().join("long.jsonl");
+    let long = "rivers and trees ".repeat(250_000);
+    let line = serde_json::json!({ "prompt": long }).to_string();
+    std::fs::write(&prompts, format!("{line}\n{line}\n{line}\n")).unwrap();
+    assert!(line.len() > 4_000_000);
+    for client in CLIENTS {
+        let server = sim(fast_sim());
+        let out = dir.path().join(format!("{client}.ttrace"));
+        let args = [
+            "--requests",
+            "3",
+            "--concurrency",
+            "1",
+            "--max-tokens",
+            "4",
+            "--http",
+            "1",
+            "--prompts",
+            prompts.to_str().unwrap(),
+            "--client",
+            client,
+        ];
+        let (_, records) = record_ok(&server.base_url(), &out, &args);
+        assert_eq!(records.len(), 3, "{client}");
+        for r in &records {
+            assert_ok(r);
+            assert!(!r.chunks.is_empty(), "{client}: request {}", r.meta.id);
+            assert_eq!(r.meta.retries, 0, "{client}: request {}", r.meta.id);
+        }
+    }
+}
