@@ -153,10 +153,10 @@ impl CloseWatch {
 /// the same, but a `recvmsg` (which the kernel receive time needs) can only go through
 /// `try_io`, which clears readiness on `EWOULDBLOCK` alone — one wasted system call per event.
 ///
-/// While a response's body is read by the stream reader (`crate::reader`), the socket is taken
-/// out of tokio's reactor ([`TimedTcp::detach`]), so that its arrivals wake that reader alone;
-/// it is registered again ([`TimedTcp::attach`]) when the connection comes back for its next
-/// request.
+/// While a response is read by the stream reader (`crate::reader`), the socket is out of
+/// tokio's reactor ([`TimedTcp::detach`], or [`TimedTcp::new_detached`] from the start), so
+/// that its arrivals wake that reader alone; it is registered again ([`TimedTcp::attach`])
+/// only when a request's task reads it (a TLS head, an error's body, `--client own-task`).
 pub struct TimedTcp {
     /// Registered with tokio's reactor; None while detached.
     fd: Option<AsyncFd<std::net::TcpStream>>,

@@ -5,9 +5,8 @@
 //! state to this thread and waits for them to come back. The thread runs a level-triggered
 //! `epoll_wait` over every response it holds and, for each socket reported readable, makes one
 //! read, stamps it with the kernel's receive time and frames, parses and classifies its bytes
-//! right there: one wake-up and one read per arrival,
-//! as the benchmark's epoll floor does, with no task, waker or timer per stream and no
-//! hand-off per chunk. Deadlines are one heap for all streams, checkpoint times another.
+//! right there: one wake-up and one read per arrival, as the benchmark's epoll floor does,
+//! with no task, waker or timer per stream and no hand-off per chunk. Deadlines are one heap for all streams, checkpoint times another.
 //!
 //! Why a thread of its own rather than tokio tasks: with a task per stream, every arrival
 //! wakes tokio's I/O driver, schedules the task, polls its future (and the timers and the

@@ -357,9 +357,6 @@ impl StreamState {
             head.get("location"),
         );
         let status = head.status;
-        // A head the stream reader read comes back here only for its body's sake: the
-        // connection joins tokio's reactor for the reads that follow.
-        let registered = conn.attach();
         if let Some((outcome, message)) = answer.refusal(status) {
             let text = if outcome == Outcome::NotEventStream {
                 let body = error_body(&mut conn, &mut framing, &rest);
@@ -383,10 +380,6 @@ impl StreamState {
             };
             self.fail(Outcome::HttpError, format!("HTTP {status}: {text}"));
             self.record.meta.end_ns = ctx.now_ns();
-            return None;
-        }
-        if let Err(err) = registered {
-            self.read_failed(ctx, &conn, &err);
             return None;
         }
         body.framing = framing;

@@ -144,7 +144,8 @@ impl StreamState {
     }
 }
 
-/// At most [`ERROR_TEXT_LIMIT`] bytes of an error body (the bytes after the head first).
+/// At most [`ERROR_TEXT_LIMIT`] bytes of an error body (the bytes after the head first). A
+/// connection whose head the stream reader read joins tokio's reactor here, for the reads.
 pub(super) async fn error_body(conn: &mut Conn, framing: &mut Framing, rest: &[u8]) -> String {
     let mut collected = Vec::new();
     let mut failure = None;
@@ -160,6 +161,10 @@ pub(super) async fn error_body(conn: &mut Conn, framing: &mut Framing, rest: &[u
             true
         }
     };
+    if let (false, Err(e)) = (done, conn.attach()) {
+        failure = Some(format!("registering the connection: {e}"));
+        done = true;
+    }
     while !done && collected.len() < ERROR_TEXT_LIMIT {
         let read = conn
             .read_with(|bytes, _| (!bytes.is_empty()).then(|| take(framing, bytes, &mut collected)))

@@ -115,16 +115,9 @@ impl Streaming {
         body: BodyRead,
         next_tick: Instant,
     ) -> Box<Streaming> {
-        Box::new(Streaming {
-            state,
-            conn,
-            body,
-            next_tick,
-            head: Some(Vec::new()),
-            unfinished: None,
-            reuse: false,
-            reply: None,
-        })
+        let mut streaming = Streaming::body_started(state, conn, body, next_tick);
+        streaming.head = Some(Vec::new());
+        streaming
     }
 
     /// A response whose body has started, on `conn` (out of tokio's reactor).

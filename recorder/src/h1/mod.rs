@@ -157,11 +157,6 @@ impl Conn {
         self.timed().attach()
     }
 
-    /// Whether this is a plain TCP connection (no TLS).
-    pub fn is_plain(&self) -> bool {
-        matches!(self.io, Io::Plain(_))
-    }
-
     /// Writes what a plain connection's socket takes of `request` now, without waiting, while
     /// the socket is out of tokio's reactor ([`Conn::detach`]); the bytes written.
     pub fn write_now(&mut self, request: &[u8]) -> io::Result<usize> {
