@@ -69,6 +69,8 @@ pub struct OutputSink {
     pub captured: String,
     /// Reused buffer for unescaping text in the fast scanner.
     pub(crate) scratch: Vec<u8>,
+    /// Where the fast scanner's last whole scan read values (kept here, not rebuilt per event).
+    pub(crate) holes: fast::HoleLog,
     /// This stream's last event scanned whole, against which the fast scanner checks the next.
     pub(crate) template: fast::Template,
 }
@@ -82,6 +84,7 @@ impl OutputSink {
             capture,
             captured: String::new(),
             scratch: Vec::new(),
+            holes: fast::HoleLog::default(),
             template: fast::Template::default(),
         }
     }
@@ -91,11 +94,13 @@ impl OutputSink {
         self.hasher.digest()
     }
 
-    pub(crate) fn take_text(&mut self, text: &str) {
-        self.hasher.update(text.as_bytes());
+    /// Take one text field's bytes, which the caller has checked are UTF-8.
+    pub(crate) fn take_text(&mut self, text: &[u8]) {
+        self.hasher.update(text);
         self.output_bytes += text.len() as u64;
         if self.capture {
-            self.captured.push_str(text);
+            self.captured
+                .push_str(std::str::from_utf8(text).unwrap_or_default());
         }
     }
 }

@@ -7,8 +7,8 @@
 
 use super::{FinishReason, OutputSink, Scan};
 use json::{unescape, utf8, Bail, Cursor, R};
-pub(crate) use template::Template;
 use template::{CountField, Hole};
+pub(crate) use template::{HoleLog, Template};
 use tokentrace_format::Usage;
 
 #[path = "classify_json.rs"]
@@ -20,19 +20,23 @@ mod template;
 pub(crate) const MAX_SEGMENTS: usize = 8;
 
 /// Which field a text segment came from.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub(crate) enum Kind {
     Reasoning,
+    #[default]
     Content,
     Tool,
 }
 
-/// Where a text field's bytes are: in the input (checked UTF-8 already), or decoded into the
-/// scratch buffer.
-#[derive(Clone, Copy)]
-pub(crate) enum Segment<'a> {
-    Input(Kind, &'a str),
-    Scratch(Kind, usize, usize),
+/// Where a text field's bytes are: `start..end` of the event's bytes, or of the scratch buffer
+/// when they were decoded there; checked UTF-8 either way. Offsets, not a borrowed `str`, so
+/// the cursor's segments are a small array of plain values.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Segment {
+    pub(crate) kind: Kind,
+    pub(crate) in_scratch: bool,
+    pub(crate) start: u32,
+    pub(crate) end: u32,
 }
 
 /// Scan `data` into `scan`; on success the event's text has been fed to `sink`.
@@ -47,31 +51,29 @@ pub(crate) enum Segment<'a> {
 pub(crate) fn scan(data: &[u8], scan: &mut Scan, sink: &mut OutputSink) -> R<()> {
     let mut scratch = std::mem::take(&mut sink.scratch);
     scratch.clear();
-    let mut cur = Cursor::new(data, &mut scratch);
-    let result = if sink.template.replay(&mut cur, scan) {
-        Ok(())
-    } else {
-        // What the replay may have left: its segments, its scratch text.
-        cur = Cursor::new(data, cur.scratch);
-        cur.scratch.clear();
-        cur.pos = sink.template.resume_at(data);
-        let scanned = cur.event(scan);
-        if let Ok(head) = scanned {
-            sink.template.learn(data, head, &cur.holes, scan);
-        }
-        scanned.map(|_| ())
+    let (result, segments, count) = {
+        let template = &mut sink.template;
+        let mut cur = Cursor::new(data, &mut scratch, &mut sink.holes);
+        let result = if template.replay(&mut cur, scan) {
+            Ok(())
+        } else {
+            // What the replay may have left: its segments, its scratch text.
+            cur = Cursor::new(data, cur.scratch, cur.holes);
+            cur.scratch.clear();
+            cur.pos = template.resume_at(data);
+            let scanned = cur.event(scan);
+            if let Ok(head) = scanned {
+                template.learn(data, head, cur.holes, scan);
+            }
+            scanned.map(|_| ())
+        };
+        (result, cur.segments, cur.count)
     };
-    let segments = cur.segments;
     if result.is_ok() {
-        for seg in segments.iter().flatten() {
-            let (kind, text) = match *seg {
-                Segment::Input(kind, text) => (kind, text),
-                // Checked when the segment was taken.
-                Segment::Scratch(kind, start, end) => {
-                    (kind, utf8(&scratch[start..end]).unwrap_or_default())
-                }
-            };
-            let slot = match kind {
+        for seg in &segments[..count] {
+            let from: &[u8] = if seg.in_scratch { &scratch } else { data };
+            let text = &from[seg.start as usize..seg.end as usize];
+            let slot = match seg.kind {
                 Kind::Reasoning => &mut scan.reasoning_len,
                 Kind::Content => &mut scan.content_len,
                 Kind::Tool => &mut scan.tool_len,
@@ -102,11 +104,16 @@ impl<'a> Cursor<'a, '_> {
         Ok(value)
     }
 
-    fn text_value(&mut self, kind: Kind) -> R<()> {
-        if self.null()? {
+    /// A text field's value without noting it as a hole (a template's replay knows its holes).
+    pub(crate) fn text_value(&mut self, kind: Kind) -> R<()> {
+        let (start, end, escaped) = if self.data.get(self.pos) == Some(&b'"') {
+            self.pos += 1;
+            self.string_body()?
+        } else if self.null()? {
             return Ok(());
-        }
-        let (start, end, escaped) = self.string()?;
+        } else {
+            self.string()?
+        };
         if start == end {
             // Empty text changes neither lengths nor the hash.
             return Ok(());
@@ -114,16 +121,21 @@ impl<'a> Cursor<'a, '_> {
         if self.count == MAX_SEGMENTS {
             return Err(Bail);
         }
-        let segment = if escaped {
+        let (in_scratch, start, end) = if escaped {
             let from = self.scratch.len();
             unescape(&self.data[start..end], self.scratch)?;
             utf8(&self.scratch[from..])?;
-            Segment::Scratch(kind, from, self.scratch.len())
+            (true, from, self.scratch.len())
         } else {
-            let data: &'a [u8] = self.data;
-            Segment::Input(kind, utf8(&data[start..end])?)
+            utf8(&self.data[start..end])?;
+            (false, start, end)
         };
-        self.segments[self.count] = Some(segment);
+        self.segments[self.count] = Segment {
+            kind,
+            in_scratch,
+            start: u32::try_from(start).map_err(|_| Bail)?,
+            end: u32::try_from(end).map_err(|_| Bail)?,
+        };
         self.count += 1;
         Ok(())
     }

@@ -30,22 +30,29 @@ pub(crate) struct Cursor<'a, 's> {
     pub(crate) data: &'a [u8],
     pub(crate) pos: usize,
     pub(crate) scratch: &'s mut Vec<u8>,
-    pub(crate) segments: [Option<Segment<'a>>; MAX_SEGMENTS],
+    /// The text fields found so far: `segments[..count]`.
+    pub(crate) segments: [Segment; MAX_SEGMENTS],
     pub(crate) count: usize,
-    /// Where the scan read values (the event's template holes).
-    pub(crate) holes: HoleLog,
+    /// Where the scan read values (the event's template holes); only a whole scan keeps them.
+    pub(crate) holes: &'s mut HoleLog,
 }
 
 impl<'a, 's> Cursor<'a, 's> {
-    /// At the start of `data`, no segments yet; text that needs unescaping goes to `scratch`.
-    pub(crate) fn new(data: &'a [u8], scratch: &'s mut Vec<u8>) -> Cursor<'a, 's> {
+    /// At the start of `data`, no segments yet; text that needs unescaping goes to `scratch`,
+    /// the holes met go to `holes` (cleared here).
+    pub(crate) fn new(
+        data: &'a [u8],
+        scratch: &'s mut Vec<u8>,
+        holes: &'s mut HoleLog,
+    ) -> Cursor<'a, 's> {
+        holes.clear();
         Cursor {
             data,
             pos: 0,
             scratch,
-            segments: [None; MAX_SEGMENTS],
+            segments: [Segment::default(); MAX_SEGMENTS],
             count: 0,
-            holes: HoleLog::default(),
+            holes,
         }
     }
 }
@@ -94,6 +101,11 @@ impl<'a> Cursor<'a, '_> {
     /// library's SIMD search costs more in set-up than it saves.
     pub(crate) fn string(&mut self) -> R<(usize, usize, bool)> {
         self.eat(b'"')?;
+        self.string_body()
+    }
+
+    /// The rest of a string whose opening quote the cursor has just passed.
+    pub(crate) fn string_body(&mut self) -> R<(usize, usize, bool)> {
         let start = self.pos;
         let mut escaped = false;
         let mut i = self.pos;
@@ -243,9 +255,32 @@ impl<'a> Cursor<'a, '_> {
     /// as they are passed; a sign, fraction or exponent is left to serde, and a leading zero
     /// ends the number there, as the JSON grammar has it.
     pub(crate) fn count(&mut self) -> R<Option<u32>> {
-        if self.null()? {
-            return Ok(None);
+        let first = match self.data.get(self.pos) {
+            Some(&d) if d.is_ascii_digit() => d,
+            // Whitespace first, null, or no count: the general way.
+            _ if self.null()? => return Ok(None),
+            _ => return self.count_digits(),
+        };
+        if first == b'0' {
+            self.pos += 1;
+        } else {
+            // Ten digits or fewer fit a u64 without a check per digit; more cannot be a u32.
+            let start = self.pos;
+            let mut value: u64 = 0;
+            while let Some(&d) = self.data.get(self.pos).filter(|d| d.is_ascii_digit()) {
+                if self.pos - start == 10 {
+                    return Err(Bail);
+                }
+                value = value * 10 + u64::from(d - b'0');
+                self.pos += 1;
+            }
+            return self.count_end(u32::try_from(value).map_err(|_| Bail)?);
         }
+        self.count_end(0)
+    }
+
+    /// The digits of a count at the cursor (none: [`Bail`]), added up as they are passed.
+    fn count_digits(&mut self) -> R<Option<u32>> {
         let mut value: u32 = 0;
         let start = self.pos;
         while let Some(&d) = self.data.get(self.pos).filter(|d| d.is_ascii_digit()) {
@@ -258,8 +293,15 @@ impl<'a> Cursor<'a, '_> {
                 break;
             }
         }
+        if self.pos == start {
+            return Err(Bail);
+        }
+        self.count_end(value)
+    }
+
+    /// A count's value, unless its digits go on as a fraction or exponent (left to serde).
+    fn count_end(&self, value: u32) -> R<Option<u32>> {
         match self.data.get(self.pos) {
-            _ if self.pos == start => Err(Bail),
             Some(b'.' | b'e' | b'E') => Err(Bail),
             _ => Ok(Some(value)),
         }

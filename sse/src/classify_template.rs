@@ -13,6 +13,11 @@
 //! outside the holes (role, finish reason, error, tool call, logprobs, which usage counts were
 //! absent) are therefore the template's, and the holes give the rest. Anything else falls back
 //! to the whole scan, which then becomes the template.
+//!
+//! A count that stays the same from event to event (the prompt's tokens, a cached or reasoning
+//! count of zero once the reasoning is over) is folded into the template's bytes once two
+//! replayed events in a row had it, and is then compared instead of read ([`Template::replay`]
+//! says why that keeps the whole scan's result).
 
 use super::json::Cursor;
 use super::{Kind, Scan};
@@ -52,7 +57,7 @@ impl CountField {
 }
 
 /// A value the scan read.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub(crate) enum Hole {
     /// A text field (string or null); `kept`: it was a non-empty string, kept as a segment.
     Text { kind: Kind, kept: bool },
@@ -60,6 +65,7 @@ pub(crate) enum Hole {
     Count(CountField),
     /// A number inside `usage` the classification does not read (`total_tokens`, which
     /// changes from event to event as the counts do).
+    #[default]
     Number,
 }
 
@@ -84,6 +90,12 @@ impl Default for HoleLog {
 }
 
 impl HoleLog {
+    /// Empty, for the next scan.
+    pub(crate) fn clear(&mut self) {
+        self.len = 0;
+        self.usable = true;
+    }
+
     pub(crate) fn push(&mut self, start: usize, end: usize, hole: Hole) {
         match (u32::try_from(start), u32::try_from(end)) {
             (Ok(start), Ok(end)) if self.len < MAX_HOLES => {
@@ -95,13 +107,82 @@ impl HoleLog {
     }
 }
 
+/// Longest value of a count or number hole remembered to see it stay the same (ten digits, and
+/// a few blanks before them): one 16-byte word.
+const LAST_MAX: usize = 16;
+
+/// A count or number hole's bytes in the last event replayed, as one little-endian word (so
+/// that checking and keeping a value costs a load and a compare, not a library call).
+#[derive(Clone, Copy, Default)]
+struct Last {
+    /// 0: none remembered (a hole's value is never empty).
+    len: u8,
+    word: u128,
+    /// Replays in a row in which the value changed.
+    changes: u8,
+}
+
+/// Replays in a row with a new value after which a hole is no longer checked for staying
+/// the same (a completion count, which moves with every event), until the template is
+/// learned again.
+const CHANGING: u8 = 3;
+
+impl Last {
+    /// Whether `data[start..end]` is the value remembered; if not, remember it (or nothing,
+    /// when it is longer than [`LAST_MAX`]).
+    #[inline]
+    fn same_as_before(&mut self, data: &[u8], start: usize, end: usize) -> bool {
+        let len = end - start;
+        if self.changes >= CHANGING {
+            return false;
+        }
+        if len > LAST_MAX {
+            self.changes = CHANGING;
+            return false;
+        }
+        let word = match data.get(start..start + LAST_MAX) {
+            // One load, the bytes past the value masked off.
+            Some(window) => {
+                let mut bytes = [0u8; LAST_MAX];
+                bytes.copy_from_slice(window);
+                let mask = u128::MAX
+                    .checked_shr(8 * (LAST_MAX - len) as u32)
+                    .unwrap_or(0);
+                u128::from_le_bytes(bytes) & mask
+            }
+            // Near the end of the event: byte by byte (a value is a few digits).
+            None => data[start..end]
+                .iter()
+                .rev()
+                .fold(0, |word, &b| word << 8 | u128::from(b)),
+        };
+        if usize::from(self.len) == len && self.word == word {
+            return true;
+        }
+        if self.len != 0 {
+            self.changes += 1;
+        }
+        // Fits: at most LAST_MAX.
+        self.len = len as u8;
+        self.word = word;
+        false
+    }
+
+    /// The value remembered.
+    fn bytes(&self) -> Vec<u8> {
+        self.word.to_le_bytes()[..usize::from(self.len)].to_vec()
+    }
+}
+
 /// Per stream: the last event scanned whole, as its bytes outside the holes, or only its head.
 #[derive(Default)]
 pub(crate) struct Template {
     /// The event's bytes outside its holes when `whole`; otherwise only its head.
     bytes: Vec<u8>,
     /// Where each hole was, as an offset into `bytes`.
-    holes: [(u32, Option<Hole>); MAX_HOLES],
+    holes: [(u32, Hole); MAX_HOLES],
+    /// Each count and number hole's value in the last event replayed.
+    last: [Last; MAX_HOLES],
     holes_len: usize,
     /// The leading top-level fields the classification ignores, up to the comma after the last
     /// of them: `bytes[..head]` (0: none).
@@ -121,6 +202,12 @@ impl Template {
         &self.bytes[..self.head]
     }
 
+    /// How many holes the template has.
+    #[cfg(test)]
+    pub(crate) fn holes(&self) -> usize {
+        self.holes_len
+    }
+
     /// Where a whole scan of `data` may start: after the kept head when `data` opens with it.
     pub(crate) fn resume_at(&self, data: &[u8]) -> usize {
         if self.head > 0 && data.starts_with(&self.bytes[..self.head]) {
@@ -133,6 +220,11 @@ impl Template {
     /// Scan `cur`'s event as the template's event was scanned, holes only; true when it
     /// matched, with `scan` filled as a whole scan fills it (text lengths zero, the segments in
     /// `cur`). False leaves `scan` alone and `cur` to be thrown away.
+    ///
+    /// A count or number hole whose value was the same in two events replayed in a row (a
+    /// prompt's token count, a zero cached count) is then folded into the template's bytes:
+    /// compared with the pieces around it instead of read. When it changes after all, the
+    /// event does not match and is scanned whole.
     pub(crate) fn replay(&mut self, cur: &mut Cursor<'_, '_>, scan: &mut Scan) -> bool {
         if !self.whole {
             return false;
@@ -140,30 +232,36 @@ impl Template {
         let data = cur.data;
         let mut usage = self.scan.usage;
         let (mut pos, mut lit) = (0, 0);
-        for &(at, hole) in &self.holes[..self.holes_len] {
+        // Holes to fold: bit k for hole k.
+        let mut fold = 0u32;
+        let holes = &self.holes[..self.holes_len];
+        for (k, (&(at, hole), last)) in holes.iter().zip(self.last.iter_mut()).enumerate() {
             let at = at as usize;
             let piece = &self.bytes[lit..at];
             if !data[pos..].starts_with(piece) {
                 return false;
             }
-            cur.pos = pos + piece.len();
+            let start = pos + piece.len();
+            cur.pos = start;
             match hole {
-                Some(Hole::Text { kind, kept }) => {
+                Hole::Text { kind, kept } => {
                     let before = cur.count;
-                    if cur.text(kind).is_err() || (cur.count > before) != kept {
+                    if cur.text_value(kind).is_err() || (cur.count > before) != kept {
                         return false;
                     }
                 }
-                Some(Hole::Count(field)) => match (cur.count(), usage.as_mut()) {
+                Hole::Count(field) => match (cur.count(), usage.as_mut()) {
                     (Ok(value), Some(usage)) => field.set(usage, value),
                     _ => return false,
                 },
-                Some(Hole::Number) => {
+                Hole::Number => {
                     if !matches!(cur.peek(), Ok(b'-' | b'0'..=b'9')) || cur.number().is_err() {
                         return false;
                     }
                 }
-                None => return false,
+            }
+            if !matches!(hole, Hole::Text { .. }) && last.same_as_before(data, start, cur.pos) {
+                fold |= 1 << k;
             }
             pos = cur.pos;
             lit = at;
@@ -172,11 +270,52 @@ impl Template {
             return false;
         }
         *scan = Scan { usage, ..self.scan };
+        if fold != 0 {
+            self.fold(fold, usage);
+        }
         #[cfg(test)]
         {
             self.replayed += 1;
         }
         true
+    }
+
+    /// Make the holes of `mask` part of the template's bytes, with the values they had (kept
+    /// in `last`); `usage`: the counts the event just replayed had, those holes' among them.
+    ///
+    /// Why the result stays the whole scan's: a folded hole's bytes, and the byte after them
+    /// (the start of the next piece, never empty between two values), are now compared as
+    /// the pieces are; the same bytes read the same value and end at the same place, and that
+    /// value now stays in the template's usage, which only unfolded holes overwrite.
+    fn fold(&mut self, mask: u32, usage: Option<Usage>) {
+        let folded: usize = (0..self.holes_len)
+            .filter(|k| mask & 1 << k != 0)
+            .map(|k| usize::from(self.last[k].len))
+            .sum();
+        if self.bytes.len() + folded > MAX_TEMPLATE {
+            return;
+        }
+        let mut bytes = Vec::with_capacity(self.bytes.len() + folded);
+        let mut kept = 0;
+        let mut lit = 0;
+        for k in 0..self.holes_len {
+            let (at, hole) = self.holes[k];
+            bytes.extend_from_slice(&self.bytes[lit..at as usize]);
+            lit = at as usize;
+            let last = self.last[k];
+            if mask & 1 << k != 0 {
+                bytes.extend_from_slice(&last.bytes());
+            } else {
+                // Fits: the offset is at most the template's length, which MAX_TEMPLATE bounds.
+                self.holes[kept] = (bytes.len() as u32, hole);
+                self.last[kept] = last;
+                kept += 1;
+            }
+        }
+        bytes.extend_from_slice(&self.bytes[lit..]);
+        self.bytes = bytes;
+        self.holes_len = kept;
+        self.scan.usage = usage;
     }
 
     /// Keep `data`, just scanned whole into `scan` (text lengths not yet added) with the holes
@@ -192,11 +331,12 @@ impl Template {
             for (i, &(start, end, hole)) in spans.iter().enumerate() {
                 self.bytes.extend_from_slice(&data[from..start as usize]);
                 // Fits: the offset is at most the event's length, which the span did.
-                self.holes[i] = (self.bytes.len() as u32, Some(hole));
+                self.holes[i] = (self.bytes.len() as u32, hole);
                 from = end as usize;
             }
             self.bytes.extend_from_slice(&data[from..]);
             self.holes_len = spans.len();
+            self.last = [Last::default(); MAX_HOLES];
             self.head = head;
             self.whole = true;
             self.scan = *scan;

@@ -34,7 +34,7 @@ fn reasoning_sent_under_both_names_counts_once() {
     let late = br#"{"choices":[{"delta":{"reasoning_content":"","reasoning":"hmm"}}]}"#;
     let one = |text: &str| {
         let mut sink = OutputSink::new(false);
-        sink.take_text(text);
+        sink.take_text(text.as_bytes());
         sink.output_hash()
     };
     for path in [classify, classify_general] {
@@ -355,6 +355,59 @@ mod fast_matches_serde {
         n
     }
 
+    /// Where to damage an event, with which byte, and how (cut, replace, insert).
+    type Damage = (prop::sample::Index, u8, u8);
+
+    /// One event of a shape: its texts, its counts, and the damage done to it if any.
+    type Variant = (Vec<Value>, Vec<Value>, Option<Damage>);
+
+    /// Events of `shape` refilled with each variant's texts and counts, and damaged as it
+    /// says, through one fast sink and one serde sink: the same result and running output,
+    /// event by event.
+    fn same_as_serde_event_by_event(
+        shape: &Value,
+        variants: Vec<Variant>,
+    ) -> Result<(), TestCaseError> {
+        let mut fast_sink = OutputSink::new(true);
+        let mut serde_sink = OutputSink::new(true);
+        for (texts, counts, damage) in variants {
+            let mut event = shape.clone();
+            refill(
+                &mut event,
+                None,
+                &mut texts.into_iter().cycle(),
+                &mut counts.into_iter().cycle(),
+            );
+            let mut bytes = serde_json::to_vec(&event).unwrap();
+            if let Some((cut, byte, mode)) = damage {
+                let at = cut.index(bytes.len());
+                match mode {
+                    0 => bytes.truncate(at),
+                    1 => bytes[at] = byte,
+                    _ => bytes.insert(at, byte),
+                }
+            }
+            let fast = super::super::classify(&bytes, &mut fast_sink).ok();
+            let serde = super::super::classify_general(&bytes, &mut serde_sink).ok();
+            prop_assert_eq!(fast, serde, "{}", String::from_utf8_lossy(&bytes));
+            prop_assert_eq!(
+                (
+                    fast_sink.output_hash(),
+                    fast_sink.output_bytes,
+                    &fast_sink.captured
+                ),
+                (
+                    serde_sink.output_hash(),
+                    serde_sink.output_bytes,
+                    &serde_sink.captured
+                )
+            );
+            fast_sink.captured.clear();
+            serde_sink.captured.clear();
+        }
+        Ok(())
+    }
+
     proptest! {
         #[test]
         fn same_result_on_valid_chunks(event in event()) {
@@ -426,30 +479,33 @@ mod fast_matches_serde {
                 1..8,
             )
         ) {
-            let mut fast_sink = OutputSink::new(true);
-            let mut serde_sink = OutputSink::new(true);
-            for (texts, counts, damage) in variants {
-                let mut event = shape.clone();
-                refill(&mut event, None, &mut texts.into_iter().cycle(), &mut counts.into_iter().cycle());
-                let mut bytes = serde_json::to_vec(&event).unwrap();
-                if let Some((cut, byte, mode)) = damage {
-                    let at = cut.index(bytes.len());
-                    match mode {
-                        0 => bytes.truncate(at),
-                        1 => bytes[at] = byte,
-                        _ => bytes.insert(at, byte),
-                    }
-                }
-                let fast = super::super::classify(&bytes, &mut fast_sink).ok();
-                let serde = super::super::classify_general(&bytes, &mut serde_sink).ok();
-                prop_assert_eq!(fast, serde, "{}", String::from_utf8_lossy(&bytes));
-                prop_assert_eq!(
-                    (fast_sink.output_hash(), fast_sink.output_bytes, &fast_sink.captured),
-                    (serde_sink.output_hash(), serde_sink.output_bytes, &serde_sink.captured)
-                );
-                fast_sink.captured.clear();
-                serde_sink.captured.clear();
-            }
+            same_as_serde_event_by_event(&shape, variants)?;
+        }
+
+        /// As above, with counts from a handful of values, so that a count often stays the
+        /// same over several events (and is folded into the template) and then changes.
+        #[test]
+        fn events_whose_counts_stay_then_change_classify_as_serde_does(
+            shape in event(),
+            variants in prop::collection::vec(
+                (
+                    prop::collection::vec(text(), 6),
+                    prop::collection::vec(
+                        prop_oneof![
+                            3 => Just(json!(7)),
+                            1 => Just(json!(70)),
+                            1 => Just(json!(0)),
+                            1 => Just(Value::Null),
+                            1 => Just(json!(7.5)),
+                        ],
+                        6,
+                    ),
+                    prop::option::weighted(0.1, (any::<prop::sample::Index>(), any::<u8>(), 0u8..3)),
+                ),
+                1..16,
+            )
+        ) {
+            same_as_serde_event_by_event(&shape, variants)?;
         }
 
         #[test]
@@ -518,8 +574,11 @@ fn counts_at_the_edges_read_as_serde_reads_them() {
         "7",
         "4294967295",
         "4294967296",
+        "9999999999",
         "99999999999",
         "01",
+        " 12",
+        "\n0",
         "-1",
         "-0",
         "1.0",
@@ -602,4 +661,55 @@ fn a_streams_template_and_head_are_kept_for_its_next_events() {
     assert_eq!(sink.template.head(), other_head.as_bytes());
     classify(other.as_bytes(), &mut sink).unwrap();
     assert_eq!(sink.template.replayed, 2);
+}
+
+/// A count that stays the same over two events replayed in a row is folded into the template
+/// (one hole fewer); when it changes after all, the event is scanned whole and read right.
+#[test]
+fn a_count_that_stays_is_folded_and_a_change_is_still_read() {
+    let event = |text: &str, prompt: u32, completion: u32| {
+        format!(
+            r#"{{"id":"c","choices":[{{"index":0,"delta":{{"content":"{text}"}}}}],"usage":{{"prompt_tokens":{prompt},"total_tokens":{},"completion_tokens":{completion},"prompt_tokens_details":{{"cached_tokens":0}}}}}}"#,
+            prompt + completion
+        )
+    };
+    let mut sink = OutputSink::new(false);
+    let read = |sink: &mut OutputSink, e: String| {
+        let u = classify(e.as_bytes(), sink).unwrap().usage.unwrap();
+        (u.prompt_tokens, u.completion_tokens, u.cached_tokens)
+    };
+    assert_eq!(
+        read(&mut sink, event("a", 7, 1)),
+        (Some(7), Some(1), Some(0))
+    );
+    // Holes: the text, three counts, `total_tokens`.
+    assert_eq!(sink.template.holes(), 5);
+    assert_eq!(
+        read(&mut sink, event("b", 7, 2)),
+        (Some(7), Some(2), Some(0))
+    );
+    assert_eq!(sink.template.holes(), 5);
+    // The prompt and cached counts were the same in two replayed events: folded.
+    assert_eq!(
+        read(&mut sink, event("c", 7, 3)),
+        (Some(7), Some(3), Some(0))
+    );
+    assert_eq!(sink.template.holes(), 3);
+    assert_eq!(
+        read(&mut sink, event("d", 7, 4)),
+        (Some(7), Some(4), Some(0))
+    );
+    assert_eq!(sink.template.replayed, 3);
+    // The prompt count changes: no match, scanned whole, learned again with all its holes.
+    assert_eq!(
+        read(&mut sink, event("e", 70, 5)),
+        (Some(70), Some(5), Some(0))
+    );
+    assert_eq!(sink.template.replayed, 3);
+    assert_eq!(sink.template.holes(), 5);
+    assert_eq!(
+        read(&mut sink, event("f", 70, 6)),
+        (Some(70), Some(6), Some(0))
+    );
+    assert_eq!(sink.template.replayed, 4);
 }

@@ -360,7 +360,7 @@ impl TextSeed<'_> {
             TextKind::Tool => &mut self.scan.tool_len,
         };
         *slot = slot.saturating_add(len);
-        self.sink.take_text(text);
+        self.sink.take_text(text.as_bytes());
     }
 }
 
