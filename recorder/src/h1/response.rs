@@ -212,6 +212,14 @@ impl Chunked {
             match self.state {
                 ChunkState::Done => break,
                 ChunkState::Size | ChunkState::Trailer => {
+                    let plain = (self.state == ChunkState::Size && self.line.is_empty())
+                        .then(|| plain_size_line(&input[i..]))
+                        .flatten();
+                    if let Some((size, used)) = plain {
+                        i += used;
+                        self.state = next_after_size(size);
+                        continue;
+                    }
                     let rest = &input[i..];
                     let Some(nl) = memchr::memchr(b'\n', rest) else {
                         self.line.extend_from_slice(rest);
@@ -239,12 +247,7 @@ impl Chunked {
                         }
                         continue;
                     }
-                    let size = chunk_size(line)?;
-                    self.state = if size == 0 {
-                        ChunkState::Trailer
-                    } else {
-                        ChunkState::Data(size)
-                    };
+                    self.state = next_after_size(chunk_size(line)?);
                 }
                 ChunkState::Data(left) => {
                     let rest = &input[i..];
@@ -257,6 +260,10 @@ impl Chunked {
                     } else {
                         ChunkState::Data(left)
                     };
+                }
+                ChunkState::DataEnd(false) if input[i..].starts_with(b"\r\n") => {
+                    i += 2;
+                    self.state = ChunkState::Size;
                 }
                 ChunkState::DataEnd(cr) => {
                     match (cr, input[i]) {
@@ -273,6 +280,37 @@ impl Chunked {
             done: self.state == ChunkState::Done,
         })
     }
+}
+
+/// What follows a chunk-size line: the chunk's data, or the trailer after the last chunk.
+fn next_after_size(size: u64) -> ChunkState {
+    if size == 0 {
+        ChunkState::Trailer
+    } else {
+        ChunkState::Data(size)
+    }
+}
+
+/// The usual chunk-size line whole at the start of `rest`, hex digits and CRLF: the size and
+/// the bytes the line takes. It comes once per streamed event on most servers, where finding
+/// the line's end with a library search costs more than reading its few bytes here. Anything
+/// else (extensions, blanks, a bare LF, a line cut by the read, a bad digit) is None and is
+/// read by the general path, which [`chunk_size`] then judges.
+#[inline]
+fn plain_size_line(rest: &[u8]) -> Option<(u64, usize)> {
+    let mut size = 0u64;
+    // 15 digits at most, as `chunk_size` takes, then the CR.
+    for (i, &b) in rest.iter().enumerate().take(16) {
+        let digit = match b {
+            b'0'..=b'9' => b - b'0',
+            b'a'..=b'f' => b - b'a' + 10,
+            b'A'..=b'F' => b - b'A' + 10,
+            b'\r' if i > 0 && rest.get(i + 1) == Some(&b'\n') => return Some((size, i + 2)),
+            _ => return None,
+        };
+        size = size << 4 | u64::from(digit);
+    }
+    None
 }
 
 /// The size of a chunk-size line (hex, optional `;extensions`, blanks around the digits).
@@ -319,6 +357,24 @@ mod tests {
         assert_eq!(chunk_size(b"1A;name=value"), Ok(26));
         assert_eq!(chunk_size(b" \t0 ; ext"), Ok(0));
         assert_eq!(chunk_size(b"fffffffffffffff"), Ok((1 << 60) - 1));
+        // The quick path reads only the plain form, and reads it as `chunk_size` does.
+        assert_eq!(plain_size_line(b"1a\r\nx"), Some((26, 4)));
+        assert_eq!(
+            plain_size_line(b"fffffffffffffff\r\n"),
+            Some(((1 << 60) - 1, 17))
+        );
+        for other in [
+            &b"\r\n"[..],
+            b"1a",
+            b"1a\r",
+            b"1a\n",
+            b"1a;x\r\n",
+            b" 1a\r\n",
+            b"1000000000000000\r\n",
+            b"g\r\n",
+        ] {
+            assert_eq!(plain_size_line(other), None, "{other:?}");
+        }
         for bad in [
             &b""[..],
             b";x",
@@ -462,6 +518,39 @@ mod tests {
             prop_assert!(whole.2 && split.2, "the body's end is seen");
             prop_assert_eq!(whole.1.len(), texts.len());
             prop_assert_eq!(split, whole);
+        }
+
+        /// Size lines in every form the grammar allows (upper-case digits, leading zeros,
+        /// extensions, blanks, a bare LF), each whole in a read or cut by one: the same bytes
+        /// and the end, whether a line is read by the quick path or the general one.
+        #[test]
+        fn size_lines_in_any_form_and_any_split_give_the_same_bytes(
+            parts in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 1..40), 0..8),
+            styles in proptest::collection::vec(0u8..6, 8),
+            cuts in proptest::collection::vec(0usize..400, 0..12),
+        ) {
+            let mut wire = Vec::new();
+            for (p, style) in parts.iter().zip(styles.iter().cycle()) {
+                let line = match style {
+                    0 => format!("{:x}\r\n", p.len()),
+                    1 => format!("{:X}\r\n", p.len()),
+                    2 => format!("000{:x}\r\n", p.len()),
+                    3 => format!("{:x};name=value\r\n", p.len()),
+                    4 => format!("{:x} \r\n", p.len()),
+                    _ => format!("{:x}\n", p.len()),
+                };
+                wire.extend_from_slice(line.as_bytes());
+                wire.extend_from_slice(p);
+                wire.extend_from_slice(if *style == 5 { b"\n" } else { b"\r\n" });
+            }
+            wire.extend_from_slice(b"0\r\n\r\n");
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (wire.len() + 1)).collect();
+            cuts.extend([0, wire.len()]);
+            cuts.sort_unstable();
+            let reads: Vec<&[u8]> = cuts.windows(2).map(|w| &wire[w[0]..w[1]]).collect();
+            let (out, done) = decode_all(&mut Framing::Chunked(Chunked::default()), &reads);
+            prop_assert_eq!(out, parts.concat());
+            prop_assert!(done);
         }
 
         /// Any split of a chunked body into reads gives the same bytes, and the end.
