@@ -209,17 +209,33 @@ impl Chunked {
     fn decode(&mut self, input: &[u8], mut data: impl FnMut(&[u8])) -> Result<Decoded, String> {
         let mut i = 0;
         while i < input.len() {
+            // The usual chunk whole in this read (a plain size line, the data, the CRLF) in
+            // one step: a stream of them stays here, where a dispatch on the state per part
+            // is a branch the processor mispredicts.
+            if self.state == ChunkState::Size && self.line.is_empty() {
+                if let Some((size, used)) = plain_size_line(&input[i..]) {
+                    let start = i + used;
+                    let whole = usize::try_from(size)
+                        .ok()
+                        .filter(|&size| size > 0)
+                        .and_then(|size| input.get(start..start.checked_add(size)?.checked_add(2)?))
+                        .filter(|chunk| chunk.ends_with(b"\r\n"));
+                    match whole {
+                        Some(chunk) => {
+                            data(&chunk[..chunk.len() - 2]);
+                            i = start + chunk.len();
+                        }
+                        None => {
+                            i = start;
+                            self.state = next_after_size(size);
+                        }
+                    }
+                    continue;
+                }
+            }
             match self.state {
                 ChunkState::Done => break,
                 ChunkState::Size | ChunkState::Trailer => {
-                    let plain = (self.state == ChunkState::Size && self.line.is_empty())
-                        .then(|| plain_size_line(&input[i..]))
-                        .flatten();
-                    if let Some((size, used)) = plain {
-                        i += used;
-                        self.state = next_after_size(size);
-                        continue;
-                    }
                     let rest = &input[i..];
                     let Some(nl) = memchr::memchr(b'\n', rest) else {
                         self.line.extend_from_slice(rest);
@@ -301,17 +317,34 @@ fn plain_size_line(rest: &[u8]) -> Option<(u64, usize)> {
     let mut size = 0u64;
     // 15 digits at most, as `chunk_size` takes, then the CR.
     for (i, &b) in rest.iter().enumerate().take(16) {
-        let digit = match b {
-            b'0'..=b'9' => b - b'0',
-            b'a'..=b'f' => b - b'a' + 10,
-            b'A'..=b'F' => b - b'A' + 10,
-            b'\r' if i > 0 && rest.get(i + 1) == Some(&b'\n') => return Some((size, i + 2)),
-            _ => return None,
-        };
-        size = size << 4 | u64::from(digit);
+        let digit = HEX[usize::from(b)];
+        if digit < 16 {
+            size = size << 4 | u64::from(digit);
+        } else if b == b'\r' && i > 0 && rest.get(i + 1) == Some(&b'\n') {
+            return Some((size, i + 2));
+        } else {
+            return None;
+        }
     }
     None
 }
+
+/// Each byte's value as a hex digit, 0xFF for a byte that is none: one load per digit instead
+/// of three range tests.
+const HEX: [u8; 256] = {
+    let mut table = [0xFF; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = match b as u8 {
+            d @ b'0'..=b'9' => d - b'0',
+            d @ b'a'..=b'f' => d - b'a' + 10,
+            d @ b'A'..=b'F' => d - b'A' + 10,
+            _ => 0xFF,
+        };
+        b += 1;
+    }
+    table
+};
 
 /// The size of a chunk-size line (hex, optional `;extensions`, blanks around the digits).
 /// Read by hand: it runs once per chunk, that is once per streamed event on most servers,
@@ -329,12 +362,10 @@ fn chunk_size(line: &[u8]) -> Result<u64, String> {
     }
     let mut size = 0u64;
     for &b in digits {
-        let digit = match b {
-            b'0'..=b'9' => b - b'0',
-            b'a'..=b'f' => b - b'a' + 10,
-            b'A'..=b'F' => b - b'A' + 10,
-            _ => return Err(bad()),
-        };
+        let digit = HEX[usize::from(b)];
+        if digit >= 16 {
+            return Err(bad());
+        }
         size = size << 4 | u64::from(digit);
     }
     Ok(size)
