@@ -120,6 +120,7 @@ pub(crate) struct Scan {
 }
 
 /// Classify one event's data. Errors mean the payload is not JSON of the expected shape.
+#[inline]
 pub fn classify(data: &[u8], sink: &mut OutputSink) -> Result<Classified, serde_json::Error> {
     let mut scan = Scan::default();
     if fast::scan(data, &mut scan, sink).is_err() {

@@ -48,6 +48,7 @@ pub(crate) struct Segment {
 /// vLLM, SGLang, OpenAI and TGI alike: fields the classification ignores, which leave nothing
 /// in `scan`), and becomes the template. Either way the result is what a scan from the first
 /// byte gives (the reasons are on [`Template`]).
+#[inline]
 pub(crate) fn scan(data: &[u8], scan: &mut Scan, sink: &mut OutputSink) -> R<()> {
     let mut scratch = std::mem::take(&mut sink.scratch);
     scratch.clear();
