@@ -19,7 +19,7 @@ mod template;
 /// Text fields kept per event before giving up.
 pub(crate) const MAX_SEGMENTS: usize = 8;
 
-/// Which field a text segment came from.
+/// Which field a text segment came from (the default only fills unused segment slots).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) enum Kind {
     Reasoning,

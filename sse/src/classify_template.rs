@@ -56,7 +56,7 @@ impl CountField {
     }
 }
 
-/// A value the scan read.
+/// A value the scan read (the default only fills unused hole slots).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) enum Hole {
     /// A text field (string or null); `kept`: it was a non-empty string, kept as a segment.
@@ -129,14 +129,14 @@ const CHANGING: u8 = 3;
 
 impl Last {
     /// Whether `data[start..end]` is the value remembered; if not, remember it (or nothing,
-    /// when it is longer than [`LAST_MAX`]).
+    /// when it is longer than [`LAST_MAX`], or empty, which no value read is).
     #[inline]
     fn same_as_before(&mut self, data: &[u8], start: usize, end: usize) -> bool {
         let len = end - start;
         if self.changes >= CHANGING {
             return false;
         }
-        if len > LAST_MAX {
+        if len == 0 || len > LAST_MAX {
             self.changes = CHANGING;
             return false;
         }
