@@ -378,33 +378,49 @@ mod fast_matches_serde {
                 &mut texts.into_iter().cycle(),
                 &mut counts.into_iter().cycle(),
             );
-            let mut bytes = serde_json::to_vec(&event).unwrap();
-            if let Some((cut, byte, mode)) = damage {
-                let at = cut.index(bytes.len());
-                match mode {
-                    0 => bytes.truncate(at),
-                    1 => bytes[at] = byte,
-                    _ => bytes.insert(at, byte),
-                }
-            }
-            let fast = super::super::classify(&bytes, &mut fast_sink).ok();
-            let serde = super::super::classify_general(&bytes, &mut serde_sink).ok();
-            prop_assert_eq!(fast, serde, "{}", String::from_utf8_lossy(&bytes));
-            prop_assert_eq!(
-                (
-                    fast_sink.output_hash(),
-                    fast_sink.output_bytes,
-                    &fast_sink.captured
-                ),
-                (
-                    serde_sink.output_hash(),
-                    serde_sink.output_bytes,
-                    &serde_sink.captured
-                )
-            );
-            fast_sink.captured.clear();
-            serde_sink.captured.clear();
+            let bytes = damaged(serde_json::to_vec(&event).unwrap(), damage);
+            same_as_serde(&bytes, &mut fast_sink, &mut serde_sink)?;
         }
+        Ok(())
+    }
+
+    /// `bytes` with `damage` done to them, if any.
+    fn damaged(mut bytes: Vec<u8>, damage: Option<Damage>) -> Vec<u8> {
+        if let Some((cut, byte, mode)) = damage {
+            let at = cut.index(bytes.len());
+            match mode {
+                0 => bytes.truncate(at),
+                1 => bytes[at] = byte,
+                _ => bytes.insert(at, byte),
+            }
+        }
+        bytes
+    }
+
+    /// One event through a fast sink and a serde sink: the same result or the same refusal,
+    /// and the same running output so far.
+    fn same_as_serde(
+        bytes: &[u8],
+        fast_sink: &mut OutputSink,
+        serde_sink: &mut OutputSink,
+    ) -> Result<(), TestCaseError> {
+        let fast = super::super::classify(bytes, fast_sink).ok();
+        let serde = super::super::classify_general(bytes, serde_sink).ok();
+        prop_assert_eq!(fast, serde, "{}", String::from_utf8_lossy(bytes));
+        prop_assert_eq!(
+            (
+                fast_sink.output_hash(),
+                fast_sink.output_bytes,
+                &fast_sink.captured
+            ),
+            (
+                serde_sink.output_hash(),
+                serde_sink.output_bytes,
+                &serde_sink.captured
+            )
+        );
+        fast_sink.captured.clear();
+        serde_sink.captured.clear();
         Ok(())
     }
 
@@ -443,24 +459,8 @@ mod fast_matches_serde {
             for (event, head, damage) in events {
                 // The generated object's own fields after one of the heads.
                 let body = serde_json::to_string(&event).unwrap();
-                let mut bytes = format!("{}{}", heads[head], &body[1..]).into_bytes();
-                if let Some((cut, byte, mode)) = damage {
-                    let at = cut.index(bytes.len());
-                    match mode {
-                        0 => bytes.truncate(at),
-                        1 => bytes[at] = byte,
-                        _ => bytes.insert(at, byte),
-                    }
-                }
-                let fast = super::super::classify(&bytes, &mut fast_sink).ok();
-                let serde = super::super::classify_general(&bytes, &mut serde_sink).ok();
-                prop_assert_eq!(fast, serde, "{}", String::from_utf8_lossy(&bytes));
-                prop_assert_eq!(
-                    (fast_sink.output_hash(), fast_sink.output_bytes, &fast_sink.captured),
-                    (serde_sink.output_hash(), serde_sink.output_bytes, &serde_sink.captured)
-                );
-                fast_sink.captured.clear();
-                serde_sink.captured.clear();
+                let bytes = damaged(format!("{}{}", heads[head], &body[1..]).into_bytes(), damage);
+                same_as_serde(&bytes, &mut fast_sink, &mut serde_sink)?;
             }
         }
 
@@ -511,13 +511,7 @@ mod fast_matches_serde {
         #[test]
         fn never_accepts_what_serde_refuses(event in event(), cut in any::<prop::sample::Index>(),
                                             byte in any::<u8>(), mode in 0u8..3) {
-            let mut bytes = serde_json::to_vec(&event).unwrap();
-            let at = cut.index(bytes.len());
-            match mode {
-                0 => bytes.truncate(at),
-                1 => bytes[at] = byte,
-                _ => bytes.insert(at, byte),
-            }
+            let bytes = damaged(serde_json::to_vec(&event).unwrap(), Some((cut, byte, mode)));
             if let Some(fast) = run_fast(&bytes) {
                 prop_assert_eq!(Some(fast), run_serde(&bytes), "{}", String::from_utf8_lossy(&bytes));
             }

@@ -277,10 +277,6 @@ impl Chunked {
                         ChunkState::Data(left)
                     };
                 }
-                ChunkState::DataEnd(false) if input[i..].starts_with(b"\r\n") => {
-                    i += 2;
-                    self.state = ChunkState::Size;
-                }
                 ChunkState::DataEnd(cr) => {
                     match (cr, input[i]) {
                         (false, b'\r') => self.state = ChunkState::DataEnd(true),
