@@ -118,11 +118,16 @@ pub fn encode_block(
     requests: &[PackedRecord],
     checkpoints: &[(&PackedRecord, u64)],
 ) -> Result<Vec<u8>, String> {
-    let m: usize = requests.iter().map(|r| r.chunks.len()).sum();
-    let mut out = Vec::with_capacity(64 * requests.len() + 12 * m);
+    // Sized up front (an estimate a little over the usual encoding), so neither buffer
+    // grows by copying as the columns are written.
+    let estimate = |records: &mut dyn Iterator<Item = &PackedRecord>| -> usize {
+        records.map(|r| 64 + 16 * r.chunks.len()).sum()
+    };
+    let section_len = estimate(&mut checkpoints.iter().map(|c| c.0)) + 9 * checkpoints.len();
+    let mut out = Vec::with_capacity(estimate(&mut requests.iter()) + section_len + 9);
     encode_records(requests.iter(), &mut out)?;
     // Minor 2: the checkpoint section, one byte string (a single 0 byte when empty).
-    let mut section = Vec::new();
+    let mut section = Vec::with_capacity(section_len);
     if !checkpoints.is_empty() {
         encode_records(checkpoints.iter().map(|c| c.0), &mut section)?;
         put(

@@ -21,6 +21,7 @@ pub mod merge;
 mod narrow;
 pub mod packed;
 mod payload;
+mod pending;
 pub mod reader;
 pub mod redact;
 pub mod request_id;

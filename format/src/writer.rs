@@ -3,7 +3,7 @@
 //! Records are grouped into blocks; a block is flushed when its estimated size reaches
 //! `block_target_bytes` or when its oldest record is `block_max_age` old (a deadline the wait
 //! for the next message keeps, so it fires even when no record arrives; `inbox.rs` says how
-//! the thread waits). Each frame goes to the file in one
+//! the thread waits). Young checkpoints wait for a later block (`pending.rs` says why). Each frame goes to the file in one
 //! `write` call, so a killed process leaves every earlier block complete on disk.
 //!
 //! fsync policy: the header and manifest are synced at `create`, the tail (run end, index,
@@ -16,9 +16,9 @@ use crate::error::FormatError;
 use crate::frame::{self, FrameKind, IndexEntry, CODEC_NONE, CODEC_ZSTD, MAX_RAW_LEN};
 use crate::inbox::Inbox;
 use crate::packed::PackedRecord;
+use crate::pending::{self, estimate_bytes, HeldCheckpoint, Pending};
 use crate::types::{Header, Manifest, RunEnd};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
-use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -76,13 +76,6 @@ enum Message {
     Record(Box<PackedRecord>),
     Checkpoint(Box<HeldCheckpoint>),
     Finish(Box<RunEnd>),
-}
-
-/// A checkpoint as the writer holds it: the request as of then, with the chunks since its
-/// previous checkpoint, and the index of the first of them in the request's whole list.
-struct HeldCheckpoint {
-    record: PackedRecord,
-    chunk_offset: u64,
 }
 
 /// State shared by the writer thread and every sender.
@@ -271,75 +264,13 @@ struct WriterState {
     open: std::collections::HashSet<u64>,
 }
 
-/// Rough uncompressed size of a record in a block payload, for the flush decision.
-fn estimate_bytes(record: &PackedRecord) -> usize {
-    let strings = record.meta.error.as_ref().map_or(0, String::len)
-        + record.meta.finish_reason.as_ref().map_or(0, String::len)
-        + record
-            .meta
-            .response_headers
-            .iter()
-            .map(|(k, v)| k.len() + v.len() + 2)
-            .sum::<usize>();
-    let text = record.chunks.text_bytes();
-    64 + strings + 12 * record.chunks.len() + text
-}
-
-/// What the next block will hold: final records, and the latest checkpoint of each request
-/// still streaming (consecutive checkpoints of one request are merged into one).
-#[derive(Default)]
-struct Pending {
-    records: Vec<PackedRecord>,
-    checkpoints: Vec<Option<HeldCheckpoint>>,
-    slot_of: HashMap<u64, usize>,
-    bytes: usize,
-    oldest: Option<Instant>,
-}
-
-impl Pending {
-    fn is_empty(&self) -> bool {
-        self.records.is_empty() && self.checkpoints.is_empty()
-    }
-
-    fn note_arrival(&mut self, size: usize) {
-        self.oldest.get_or_insert_with(Instant::now);
-        self.bytes += size;
-    }
-
-    fn add_record(&mut self, record: PackedRecord) {
-        // The final record supersedes the request's checkpoints still waiting here.
-        if let Some(slot) = self.slot_of.remove(&record.meta.id) {
-            self.checkpoints[slot] = None;
-        }
-        self.note_arrival(estimate_bytes(&record));
-        self.records.push(record);
-    }
-
-    fn add_checkpoint(&mut self, checkpoint: HeldCheckpoint) {
-        self.note_arrival(estimate_bytes(&checkpoint.record));
-        let id = checkpoint.record.meta.id;
-        if let Some(&slot) = self.slot_of.get(&id) {
-            if let Some(held) = self.checkpoints[slot].as_mut() {
-                // Chunks continue the held ones; the head is the newer one's.
-                let mut newer = checkpoint.record;
-                let mut chunks = std::mem::take(&mut held.record.chunks);
-                chunks.append(&mut newer.chunks);
-                newer.chunks = chunks;
-                held.record = newer;
-                return;
-            }
-        }
-        self.slot_of.insert(id, self.checkpoints.len());
-        self.checkpoints.push(Some(checkpoint));
-    }
-
-    fn clear(&mut self) {
-        self.records.clear();
-        self.checkpoints.clear();
-        self.slot_of.clear();
-        self.bytes = 0;
-        self.oldest = None;
-    }
+/// Whether a block being written leaves the young checkpoints for a later one.
+#[derive(Clone, Copy)]
+enum Hold {
+    /// Everything held goes in (the run's end, a kill, a block near the size limit).
+    None,
+    /// Checkpoints younger than this stay, unless they come to this many bytes or more.
+    Young(Duration, usize),
 }
 
 impl WriterState {
@@ -351,8 +282,12 @@ impl WriterState {
             .clamp(1, MAX_RAW_LEN as usize / 4);
         let mut pending = Pending::default();
         let mut inbox = Inbox::new(rx);
+        // Young checkpoints held back from a block that fills up come to less than half a
+        // block, so holding them never makes the next block flush at once.
+        let hold = Hold::Young(pending::hold(self.config.block_max_age), target / 2);
         loop {
             let message = inbox.next(pending.oldest.map(|t| t + self.config.block_max_age));
+            let now = Instant::now();
             match message {
                 Ok(Message::Record(record)) => {
                     if !self.open.is_empty() {
@@ -361,9 +296,9 @@ impl WriterState {
                     if !pending.is_empty()
                         && pending.bytes + estimate_bytes(&record) > MAX_RAW_LEN as usize / 2
                     {
-                        self.flush(&mut pending)?;
+                        self.flush(&mut pending, Hold::None)?;
                     }
-                    pending.add_record(*record);
+                    pending.add_record(*record, now);
                 }
                 Ok(Message::Checkpoint(checkpoint)) => {
                     self.open.insert(checkpoint.record.meta.id);
@@ -371,12 +306,12 @@ impl WriterState {
                         && pending.bytes + estimate_bytes(&checkpoint.record)
                             > MAX_RAW_LEN as usize / 2
                     {
-                        self.flush(&mut pending)?;
+                        self.flush(&mut pending, Hold::None)?;
                     }
-                    pending.add_checkpoint(*checkpoint);
+                    pending.add_checkpoint(*checkpoint, now);
                 }
                 Ok(Message::Finish(mut end)) => {
-                    self.flush(&mut pending)?;
+                    self.flush(&mut pending, Hold::None)?;
                     if !self.open.is_empty() {
                         // Readers chain these requests' checkpoints (docs/FORMAT.md, 4.6).
                         end.client_health.checkpointed_without_final = Some(self.open.len() as u64);
@@ -386,12 +321,12 @@ impl WriterState {
                     return Ok(self.stats);
                 }
                 Err(RecvTimeoutError::Timeout) => {
-                    self.flush(&mut pending)?;
+                    self.flush(&mut pending, hold)?;
                     continue;
                 }
                 Err(RecvTimeoutError::Disconnected) => {
                     // Every sender is gone without finish(): keep what we have, like a kill would.
-                    self.flush(&mut pending)?;
+                    self.flush(&mut pending, Hold::None)?;
                     self.stats.file_bytes = self.offset;
                     return Ok(self.stats);
                 }
@@ -400,27 +335,33 @@ impl WriterState {
                 .oldest
                 .is_some_and(|t| t.elapsed() >= self.config.block_max_age);
             if pending.bytes >= target || aged {
-                self.flush(&mut pending)?;
+                self.flush(&mut pending, hold)?;
             }
         }
     }
 
-    /// Encodes, compresses and writes the pending records and checkpoints as one block.
-    fn flush(&mut self, held: &mut Pending) -> Result<(), FormatError> {
+    /// Encodes, compresses and writes the pending records and checkpoints as one block (the
+    /// young checkpoints stay pending under [`Hold::Young`]); writes nothing when that leaves
+    /// the block empty.
+    fn flush(&mut self, held: &mut Pending, hold: Hold) -> Result<(), FormatError> {
         if held.is_empty() {
             return Ok(());
         }
-        let checkpoints: Vec<(&PackedRecord, u64)> = held
-            .checkpoints
-            .iter()
-            .flatten()
-            .map(|c| (&c.record, c.chunk_offset))
-            .collect();
-        if held.records.is_empty() && checkpoints.is_empty() {
-            held.clear();
+        let block = match hold {
+            Hold::None => held.take_block(None, 0),
+            Hold::Young(young, max_bytes) => {
+                held.take_block(Instant::now().checked_sub(young), max_bytes)
+            }
+        };
+        if block.records.is_empty() && block.checkpoints.is_empty() {
             return Ok(());
         }
-        let pending = &held.records;
+        let checkpoints: Vec<(&PackedRecord, u64)> = block
+            .checkpoints
+            .iter()
+            .map(|c| (&c.record, c.chunk_offset))
+            .collect();
+        let pending = &block.records;
         let raw = codec::encode_block(pending, &checkpoints).map_err(FormatError::Encode)?;
         let raw_len = u32::try_from(raw.len())
             .ok()
@@ -450,7 +391,6 @@ impl WriterState {
         self.stats.requests += pending.len() as u64;
         self.stats.chunks += chunks;
         self.stats.blocks += 1;
-        held.clear();
         Ok(())
     }
 

@@ -73,6 +73,48 @@ fn an_idle_writer_flushes_by_age_so_a_kill_loses_nothing_older() {
     ));
 }
 
+/// A checkpoint younger than half the block age stays out of a block that fills up, and still
+/// reaches the file by the block age: a kill loses no more than before, and a final record
+/// that comes meanwhile makes the checkpoint unnecessary.
+#[test]
+fn a_young_checkpoint_waits_for_a_later_block_but_not_past_the_block_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("held.trace");
+    let config = WriterConfig {
+        block_target_bytes: 16 << 10,
+        block_max_age: Duration::from_secs(3),
+        ..Default::default()
+    };
+    let writer = TraceWriter::create(&path, header(), &Manifest::default(), config).unwrap();
+    let mut rng = synthetic::SplitMix::new(4);
+    let streaming = synthetic::request(&mut rng, 1, 1_000_000_000, 20, false);
+    // A final record big enough to fill a block on its own.
+    let big = synthetic::request(&mut rng, 2, 1_000_000_000, 4_000, false);
+    let sender = writer.sender();
+    let sent = Instant::now();
+    assert!(sender.checkpoint(streaming.clone(), 0));
+    sender.send(big.clone()).unwrap();
+
+    let reader = wait_for_blocks(&path, 1);
+    let first: Vec<u64> = reader.requests().map(|r| r.unwrap().meta.id).collect();
+    if sent.elapsed() < Duration::from_millis(1500) {
+        assert_eq!(first, [2], "the checkpoint is held out of the full block");
+    }
+    let reader = wait_for_blocks(&path, 2);
+    assert_eq!(
+        reader.block_count(),
+        2,
+        "the held checkpoint was never written"
+    );
+    let read: Vec<RequestRecord> = reader.requests().map(Result::unwrap).collect();
+    assert_eq!(read.len(), 2);
+    let interrupted = read.iter().find(|r| r.meta.id == 1).unwrap();
+    assert_eq!(interrupted.meta.outcome, Outcome::Interrupted);
+    assert_eq!(interrupted.chunks, streaming.chunks);
+    drop(sender);
+    writer.abandon().unwrap();
+}
+
 #[test]
 fn dropping_every_handle_keeps_the_records_without_an_index() {
     let dir = tempfile::tempdir().unwrap();
