@@ -98,6 +98,10 @@ fn chat_with_reasoning_and_speculative_chunks() {
     );
     assert!(health.cpu_ns > Some(0));
     assert!(health.max_rss_bytes > Some(0));
+    // The lag probe's period is in the trace, and its tick count agrees with it.
+    assert_eq!(health.tick_ns, Some(50_000_000));
+    let (ticks, wall) = (health.ticks.unwrap(), health.wall_ns.unwrap());
+    assert!(ticks <= wall / 50_000_000 + 1, "{ticks} ticks in {wall} ns");
 }
 
 #[test]

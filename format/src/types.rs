@@ -416,16 +416,20 @@ pub struct ClientHealth {
     /// Peak resident set size before the load started, bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rss_before_load_bytes: Option<u64>,
-    /// Worst oversleep of a 10 ms ticker on the client's runtime, ns: how late the client
-    /// could have been reading sockets.
+    /// Worst oversleep of a ticker on the client's runtime (`tick_ns` apart), ns: how late
+    /// the client's runtime could have been sending requests (and, on the hyper client,
+    /// reading responses; the stream reader reads on its own thread).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_sched_lag_ns: Option<u64>,
-    /// Ticks of that ticker that came more than 1 ms late.
+    /// Ticks of that ticker that came more than 2 ms late.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub late_ticks: Option<u64>,
     /// Ticks of that ticker in all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ticks: Option<u64>,
+    /// The ticker's period, ns (absent in traces recorded before it was written: 10 ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tick_ns: Option<u64>,
     /// Times a request's record waited for room in the writer's channel.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backpressure_events: Option<u64>,

@@ -4,7 +4,7 @@
 use crate::calibrate::{calibrate, Method};
 use crate::config::{Api, ClientKind, Load, ProgressMode, PromptSource, RecordConfig};
 use crate::error::RecordError;
-use crate::health::{process_usage, LagProbe};
+use crate::health::{process_usage, LagProbe, LAG_TICK};
 use crate::http::{build_fresh_client, build_watched_client, fetch, request_headers, HttpClient};
 use crate::load::{drive, LoadShared, PromptPlan};
 use crate::progress::{display, LiveStats};
@@ -185,7 +185,7 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
     }
 
     let stats = Arc::new(LiveStats::default());
-    let (lag, lag_ticker) = LagProbe::spawn(Duration::from_millis(10));
+    let (lag, lag_ticker) = LagProbe::spawn(LAG_TICK);
     let usage_before = process_usage();
     let start_ns = started.start_ns;
     let shared = Arc::new(LoadShared {
@@ -276,6 +276,7 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
         max_sched_lag_ns: Some(lag.max_lag_ns()),
         late_ticks: Some(lag.late_ticks()),
         ticks: Some(lag.ticks()),
+        tick_ns: Some(LAG_TICK.as_nanos() as u64),
         backpressure_events: Some(shared.sender.backpressure_events()),
         chunks: Some(chunks),
         reads: Some(reads),
