@@ -67,10 +67,11 @@ pub struct LagProbe {
 
 /// How often the lag probe ticks. Each tick wakes a runtime worker that would otherwise sleep
 /// (the stream reader, not the runtime, reads the responses), and on a virtual machine a
-/// timer wake-up is costly: at 10 ms the ticker alone cost an idle recorder 3.4 ms of CPU per
-/// second, about 0.5 µs per chunk at 6,400 chunks/s (docs/PERFORMANCE.md, *The lag probe's
-/// ticker*). At 50 ms it costs a fifth of that and still sees any stall over 50 ms, and
-/// shorter ones in proportion to their length.
+/// timer wake-up is costly: at 10 ms the ticker made most of an idle recorder's CPU, several
+/// ms a second, which at 64 streams × 10 ms is a tenth of the recorder's CPU per chunk
+/// (docs/PERFORMANCE.md, *The lag probe's ticker, and checkpoints held back*). At 50 ms it
+/// wakes a fifth as often and still sees any stall longer than 50 ms, and shorter ones in
+/// proportion to their length.
 pub const LAG_TICK: Duration = Duration::from_millis(50);
 
 /// A tick later than this counts as late. tokio's timer wheel has millisecond resolution and
