@@ -1,14 +1,14 @@
 //! What the writer holds for its next block: final records, and the latest checkpoint of each
 //! request still streaming.
 //!
-//! A checkpoint is held back from a block while it is young (under [`hold`] of the block age):
-//! a block written sooner because it filled up leaves it for the next one. Why: a request's
-//! final record carries all of its chunks again, so a checkpoint written shortly before its
-//! final record doubles the writer's encoding and compression of those chunks for nothing. A
-//! checkpoint still held when the final record arrives is dropped unwritten, and consecutive
-//! checkpoints of one request merge while held. At 1,024 streams × 10 ms, where a block fills
-//! in under a second, checkpoints made the trace 64% larger than a run without them; held
-//! back, 38% (docs/PERFORMANCE.md, *The lag probe's ticker, and checkpoints held back*). The
+//! A checkpoint is held back from a block while it is young (under [`hold`] of the block age): a
+//! block written sooner because it filled up leaves it for the next one. Why: a request's final
+//! record carries all of its chunks again, so a checkpoint written shortly before its final record
+//! doubles the writer's encoding and compression of those chunks for nothing. A checkpoint still
+//! held when the final record arrives is dropped unwritten, and consecutive checkpoints of one
+//! request merge while held. At 1,024 streams × 10 ms, where a block fills in under a second,
+//! checkpoints made the trace 64% larger than a run without them; held back, 38%
+//! (docs/PERFORMANCE.md, *The lag probe's ticker, checkpoints held back, bodies built once*). The
 //! crash bound stays: a checkpoint is written at most one block age after it arrived.
 
 use crate::packed::PackedRecord;

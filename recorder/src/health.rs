@@ -65,13 +65,12 @@ pub struct LagProbe {
     late_ticks: AtomicU64,
 }
 
-/// How often the lag probe ticks. Each tick wakes a runtime worker that would otherwise sleep
-/// (the stream reader, not the runtime, reads the responses), and on a virtual machine a
-/// timer wake-up is costly: at 10 ms the ticker made most of an idle recorder's CPU, several
-/// ms a second, which at 64 streams × 10 ms is a tenth of the recorder's CPU per chunk
-/// (docs/PERFORMANCE.md, *The lag probe's ticker, and checkpoints held back*). At 50 ms it
-/// wakes a fifth as often and still sees any stall longer than 50 ms, and shorter ones in
-/// proportion to their length.
+/// How often the lag probe ticks. Each tick wakes a runtime worker that would otherwise sleep (the
+/// stream reader, not the runtime, reads the responses), and on a virtual machine a timer wake-up
+/// is costly: at 10 ms the ticker made most of an idle recorder's CPU, several ms a second, which
+/// at 64 streams × 10 ms is a tenth of the recorder's CPU per chunk (docs/PERFORMANCE.md, *The lag
+/// probe's ticker, checkpoints held back, bodies built once*). At 50 ms it wakes a fifth as often
+/// and still sees any stall longer than 50 ms, and shorter ones in proportion to their length.
 pub const LAG_TICK: Duration = Duration::from_millis(50);
 
 /// A tick later than this counts as late. tokio's timer wheel has millisecond resolution and

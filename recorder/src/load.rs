@@ -25,8 +25,36 @@ pub enum PromptPlan {
         /// The planned token count.
         input_tokens: u32,
     },
-    /// Prompts from a file, used round robin.
-    File(Vec<Prompt>),
+    /// Prompts from a file, used round robin, each prepared once ([`PromptPlan::from_file`]).
+    File(Vec<PreparedPrompt>),
+}
+
+/// A prompt from a file with what every request that sends it shares: its serialized body, and the
+/// hash and length of its identity bytes. Built once: serializing the body per request was about a
+/// third of the request tasks' instructions (docs/PERFORMANCE.md, *The lag probe's ticker,
+/// checkpoints held back, bodies built once*).
+pub struct PreparedPrompt {
+    body: Bytes,
+    hash: u64,
+    bytes: u32,
+}
+
+impl PromptPlan {
+    /// The file's prompts, each serialized for `config` once.
+    pub fn from_file(config: &RecordConfig, prompts: Vec<Prompt>) -> PromptPlan {
+        let prepared = prompts
+            .into_iter()
+            .map(|prompt| {
+                let identity = prompt.identity_bytes();
+                PreparedPrompt {
+                    body: Bytes::from(crate::body::build(config, &prompt, None)),
+                    hash: xxh3_64(&identity),
+                    bytes: u32::try_from(identity.len()).unwrap_or(u32::MAX),
+                }
+            })
+            .collect();
+        PromptPlan::File(prepared)
+    }
 }
 
 /// State shared by the load loops, the request tasks and the run's control.
@@ -137,29 +165,40 @@ impl LoadShared {
 
     /// Build the request for `id`, meant to start at `intended_ns`.
     fn spec(&self, id: u64, intended_ns: u64) -> RequestSpec {
-        let (prompt, planned) = match &self.prompts {
+        let phase = if id < self.config.warmup {
+            Phase::Warmup
+        } else {
+            Phase::Measured
+        };
+        match &self.prompts {
             PromptPlan::Synthetic {
                 words,
                 input_tokens,
-            } => (
-                Prompt::Text(synthetic(self.config.seed, id, *words)),
-                Some(*input_tokens),
-            ),
-            PromptPlan::File(list) => (list[(id % list.len() as u64) as usize].clone(), None),
-        };
-        let identity = prompt.identity_bytes();
-        RequestSpec {
-            id,
-            phase: if id < self.config.warmup {
-                Phase::Warmup
-            } else {
-                Phase::Measured
-            },
-            intended_ns,
-            body: Bytes::from(crate::body::build(&self.config, &prompt, None)),
-            prompt_hash: xxh3_64(&identity),
-            prompt_bytes: u32::try_from(identity.len()).unwrap_or(u32::MAX),
-            planned_input_tokens: planned,
+            } => {
+                let prompt = Prompt::Text(synthetic(self.config.seed, id, *words));
+                let identity = prompt.identity_bytes();
+                RequestSpec {
+                    id,
+                    phase,
+                    intended_ns,
+                    body: Bytes::from(crate::body::build(&self.config, &prompt, None)),
+                    prompt_hash: xxh3_64(&identity),
+                    prompt_bytes: u32::try_from(identity.len()).unwrap_or(u32::MAX),
+                    planned_input_tokens: Some(*input_tokens),
+                }
+            }
+            PromptPlan::File(list) => {
+                let prompt = &list[(id % list.len() as u64) as usize];
+                RequestSpec {
+                    id,
+                    phase,
+                    intended_ns,
+                    body: prompt.body.clone(),
+                    prompt_hash: prompt.hash,
+                    prompt_bytes: prompt.bytes,
+                    planned_input_tokens: None,
+                }
+            }
         }
     }
 }
@@ -277,5 +316,32 @@ pub async fn drive(shared: Arc<LoadShared>) {
             }
             while tasks.join_next().await.is_some() {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prepared_prompt_is_what_each_request_would_have_built() {
+        let config = RecordConfig::new("http://x/v1", "m", "t".into());
+        let messages = serde_json::json!([{"role": "system", "content": "be brief"},
+                                          {"role": "user", "content": "hi \"there\"\n"}]);
+        let prompts = vec![
+            Prompt::Text("plain \u{e9} text".into()),
+            Prompt::Messages(Arc::new(messages)),
+        ];
+        let PromptPlan::File(prepared) = PromptPlan::from_file(&config, prompts.clone()) else {
+            panic!("a file plan");
+        };
+        assert_eq!(prepared.len(), 2);
+        for (p, prompt) in prepared.iter().zip(&prompts) {
+            assert_eq!(&p.body[..], &crate::body::build(&config, prompt, None)[..]);
+            let identity = prompt.identity_bytes();
+            assert_eq!(p.hash, xxh3_64(&identity));
+            assert_eq!(p.bytes as usize, identity.len());
+        }
+        assert_ne!(prepared[0].hash, prepared[1].hash);
     }
 }

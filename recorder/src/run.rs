@@ -130,7 +130,10 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
             (plan, Some(c))
         }
         PromptSource::File(path) => (
-            PromptPlan::File(crate::prompts::load_file(path, config.api == Api::Chat)?),
+            PromptPlan::from_file(
+                &config,
+                crate::prompts::load_file(path, config.api == Api::Chat)?,
+            ),
             None,
         ),
     };
