@@ -120,11 +120,8 @@ pub fn encode_block(
 ) -> Result<Vec<u8>, String> {
     // Sized up front (an estimate a little over the usual encoding), so neither buffer
     // grows by copying as the columns are written.
-    let estimate = |records: &mut dyn Iterator<Item = &PackedRecord>| -> usize {
-        records.map(|r| 64 + 16 * r.chunks.len()).sum()
-    };
-    let section_len = estimate(&mut checkpoints.iter().map(|c| c.0)) + 9 * checkpoints.len();
-    let mut out = Vec::with_capacity(estimate(&mut requests.iter()) + section_len + 9);
+    let section_len = encoded_estimate(checkpoints.iter().map(|c| c.0)) + 9 * checkpoints.len();
+    let mut out = Vec::with_capacity(encoded_estimate(requests.iter()) + section_len + 9);
     encode_records(requests.iter(), &mut out)?;
     // Minor 2: the checkpoint section, one byte string (a single 0 byte when empty).
     let mut section = Vec::with_capacity(section_len);
@@ -137,6 +134,11 @@ pub fn encode_block(
     }
     put(&mut out, &section)?;
     Ok(out)
+}
+
+/// A little more than the columns of `records` usually take: 64 bytes a request, 16 a chunk.
+fn encoded_estimate<'a>(records: impl Iterator<Item = &'a PackedRecord>) -> usize {
+    records.map(|r| 64 + 16 * r.chunks.len()).sum()
 }
 
 /// Columns 1-31 of `requests`: every column a block and a checkpoint section share.

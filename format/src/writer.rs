@@ -3,8 +3,9 @@
 //! Records are grouped into blocks; a block is flushed when its estimated size reaches
 //! `block_target_bytes` or when its oldest record is `block_max_age` old (a deadline the wait
 //! for the next message keeps, so it fires even when no record arrives; `inbox.rs` says how
-//! the thread waits). Young checkpoints wait for a later block (`pending.rs` says why). Each frame goes to the file in one
-//! `write` call, so a killed process leaves every earlier block complete on disk.
+//! the thread waits). Young checkpoints wait for a later block (`pending.rs` says why). Each
+//! frame goes to the file in one `write` call, so a killed process leaves every earlier block
+//! complete on disk.
 //!
 //! fsync policy: the header and manifest are synced at `create`, the tail (run end, index,
 //! footer) at `finish`; blocks are synced only with `sync_every_block`. A killed process loses
