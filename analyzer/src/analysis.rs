@@ -331,7 +331,8 @@ pub fn health_flags_of(health: &tokentrace_format::ClientHealth, run_ns: u64) ->
     if health.backpressure_events.is_some_and(|n| n > 0) {
         flags.push("writer_backpressure".to_string());
     }
-    // A timer more than 10 ms late means the client could not read sockets on time either.
+    // A timer more than 10 ms late means the client's runtime could not send requests on time
+    // either (nor, on the hyper client, read responses).
     if health.max_sched_lag_ns.is_some_and(|lag| lag > 10_000_000) {
         flags.push("scheduler_lag_over_10ms".to_string());
     }

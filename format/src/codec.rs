@@ -118,8 +118,8 @@ pub fn encode_block(
     requests: &[PackedRecord],
     checkpoints: &[(&PackedRecord, u64)],
 ) -> Result<Vec<u8>, String> {
-    // Sized up front (an estimate a little over the usual encoding), so neither buffer
-    // grows by copying as the columns are written.
+    // Sized up front (an estimate a little over the usual encoding), so the buffers rarely
+    // grow by copying as the columns are written.
     let section_len = encoded_estimate(checkpoints.iter().map(|c| c.0)) + 9 * checkpoints.len();
     let mut out = Vec::with_capacity(encoded_estimate(requests.iter()) + section_len + 9);
     encode_records(requests.iter(), &mut out)?;
@@ -136,9 +136,12 @@ pub fn encode_block(
     Ok(out)
 }
 
-/// A little more than the columns of `records` usually take: 64 bytes a request, 16 a chunk.
+/// A little more than the columns of `records` usually take: 64 bytes a request, 16 a chunk,
+/// and the captured text (a request's strings, which are rare and short, are left out).
 fn encoded_estimate<'a>(records: impl Iterator<Item = &'a PackedRecord>) -> usize {
-    records.map(|r| 64 + 16 * r.chunks.len()).sum()
+    records
+        .map(|r| 64 + 16 * r.chunks.len() + r.chunks.text_bytes())
+        .sum()
 }
 
 /// Columns 1-31 of `requests`: every column a block and a checkpoint section share.

@@ -2,7 +2,8 @@
 //! request still streaming.
 //!
 //! A checkpoint is held back from a block while it is young (under [`hold`] of the block age): a
-//! block written sooner because it filled up leaves it for the next one. Why: a request's final
+//! block written because it filled up, or because something else in it aged, leaves it for a
+//! later one. Why: a request's final
 //! record carries all of its chunks again, so a checkpoint written shortly before its final record
 //! doubles the writer's encoding and compression of those chunks for nothing. A checkpoint still
 //! held when the final record arrives is dropped unwritten, and consecutive checkpoints of one
@@ -92,7 +93,6 @@ impl Pending {
     }
 
     pub(crate) fn add_checkpoint(&mut self, checkpoint: HeldCheckpoint, now: Instant) {
-        self.note_arrival(estimate_bytes(&checkpoint.record), now);
         let id = checkpoint.record.meta.id;
         if let Some(held) = self
             .slot_of
@@ -100,14 +100,18 @@ impl Pending {
             .and_then(|&slot| self.checkpoints[slot].as_mut())
         {
             // Chunks continue the held ones; the head is the newer one's; the age is the
-            // older one's.
+            // older one's. The bytes counted are the merged record's.
+            let before = estimate_bytes(&held.checkpoint.record);
             let mut newer = checkpoint.record;
             let mut chunks = std::mem::take(&mut held.checkpoint.record.chunks);
             chunks.append(&mut newer.chunks);
             newer.chunks = chunks;
             held.checkpoint.record = newer;
+            let after = estimate_bytes(&held.checkpoint.record);
+            self.bytes = self.bytes.saturating_sub(before) + after;
             return;
         }
+        self.note_arrival(estimate_bytes(&checkpoint.record), now);
         self.slot_of.insert(id, self.checkpoints.len());
         self.checkpoints.push(Some(Held {
             checkpoint,
@@ -228,6 +232,8 @@ mod tests {
             t0 + Duration::from_millis(600),
         );
         assert_eq!(p.oldest, Some(t0));
+        let merged = &p.checkpoints[0].as_ref().unwrap().checkpoint.record;
+        assert_eq!(p.bytes, estimate_bytes(merged), "counted once, as merged");
         let block = p.take_block(Some(t0), usize::MAX);
         assert_eq!(block.checkpoints.len(), 1);
         let c = &block.checkpoints[0];

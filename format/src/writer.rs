@@ -268,7 +268,8 @@ struct WriterState {
 /// Whether a block being written leaves the young checkpoints for a later one.
 #[derive(Clone, Copy)]
 enum Hold {
-    /// Everything held goes in (the run's end, a kill, a block near the size limit).
+    /// Everything held goes in (the run's end, every sender gone, a block near the size
+    /// limit).
     None,
     /// Checkpoints younger than this stay, unless they come to this many bytes or more.
     Young(Duration, usize),
