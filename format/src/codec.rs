@@ -119,7 +119,8 @@ pub fn encode_block(
     checkpoints: &[(&PackedRecord, u64)],
 ) -> Result<Vec<u8>, String> {
     // Sized up front (an estimate a little over the usual encoding), so the buffers rarely
-    // grow by copying as the columns are written.
+    // grow by copying as the columns are written; 9 bytes is the longest varint (a
+    // checkpoint's offset, the section's length).
     let section_len = encoded_estimate(checkpoints.iter().map(|c| c.0)) + 9 * checkpoints.len();
     let mut out = Vec::with_capacity(encoded_estimate(requests.iter()) + section_len + 9);
     encode_records(requests.iter(), &mut out)?;

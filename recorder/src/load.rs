@@ -7,6 +7,7 @@ use crate::prompts::{synthetic, Prompt};
 use crate::schedule::Schedule;
 use crate::stream::{execute, RequestSpec, StreamContext};
 use bytes::Bytes;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -29,29 +30,35 @@ pub enum PromptPlan {
     File(Vec<PreparedPrompt>),
 }
 
-/// A prompt from a file with what every request that sends it shares: its serialized body, and the
-/// hash and length of its identity bytes. Built once: serializing the body per request was about a
-/// third of the request tasks' instructions (docs/PERFORMANCE.md, *The lag probe's ticker,
-/// checkpoints held back, bodies built once*).
+/// A prompt with what every request that sends it shares: its serialized body, and the hash and
+/// length of its identity bytes. A file's prompts are prepared once: serializing the body per
+/// request was about a third of the request tasks' instructions (docs/PERFORMANCE.md, *The lag
+/// probe's ticker, checkpoints held back, bodies built once*). A synthetic prompt differs for
+/// every request and is prepared for it.
+#[derive(Clone)]
 pub struct PreparedPrompt {
     body: Bytes,
     hash: u64,
     bytes: u32,
 }
 
+impl PreparedPrompt {
+    fn new(config: &RecordConfig, prompt: &Prompt) -> PreparedPrompt {
+        let identity = prompt.identity_bytes();
+        PreparedPrompt {
+            body: Bytes::from(crate::body::build(config, prompt, None)),
+            hash: xxh3_64(&identity),
+            bytes: u32::try_from(identity.len()).unwrap_or(u32::MAX),
+        }
+    }
+}
+
 impl PromptPlan {
     /// The file's prompts, each serialized for `config` once.
     pub fn from_file(config: &RecordConfig, prompts: Vec<Prompt>) -> PromptPlan {
         let prepared = prompts
-            .into_iter()
-            .map(|prompt| {
-                let identity = prompt.identity_bytes();
-                PreparedPrompt {
-                    body: Bytes::from(crate::body::build(config, &prompt, None)),
-                    hash: xxh3_64(&identity),
-                    bytes: u32::try_from(identity.len()).unwrap_or(u32::MAX),
-                }
-            })
+            .iter()
+            .map(|prompt| PreparedPrompt::new(config, prompt))
             .collect();
         PromptPlan::File(prepared)
     }
@@ -170,35 +177,30 @@ impl LoadShared {
         } else {
             Phase::Measured
         };
-        match &self.prompts {
+        let (prompt, planned_input_tokens) = match &self.prompts {
             PromptPlan::Synthetic {
                 words,
                 input_tokens,
             } => {
-                let prompt = Prompt::Text(synthetic(self.config.seed, id, *words));
-                let identity = prompt.identity_bytes();
-                RequestSpec {
-                    id,
-                    phase,
-                    intended_ns,
-                    body: Bytes::from(crate::body::build(&self.config, &prompt, None)),
-                    prompt_hash: xxh3_64(&identity),
-                    prompt_bytes: u32::try_from(identity.len()).unwrap_or(u32::MAX),
-                    planned_input_tokens: Some(*input_tokens),
-                }
+                let text = Prompt::Text(synthetic(self.config.seed, id, *words));
+                (
+                    Cow::Owned(PreparedPrompt::new(&self.config, &text)),
+                    Some(*input_tokens),
+                )
             }
-            PromptPlan::File(list) => {
-                let prompt = &list[(id % list.len() as u64) as usize];
-                RequestSpec {
-                    id,
-                    phase,
-                    intended_ns,
-                    body: prompt.body.clone(),
-                    prompt_hash: prompt.hash,
-                    prompt_bytes: prompt.bytes,
-                    planned_input_tokens: None,
-                }
-            }
+            PromptPlan::File(list) => (
+                Cow::Borrowed(&list[(id % list.len() as u64) as usize]),
+                None,
+            ),
+        };
+        RequestSpec {
+            id,
+            phase,
+            intended_ns,
+            body: prompt.body.clone(),
+            prompt_hash: prompt.hash,
+            prompt_bytes: prompt.bytes,
+            planned_input_tokens,
         }
     }
 }
