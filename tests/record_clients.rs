@@ -192,3 +192,89 @@ fn a_request_larger_than_the_socket_takes_at_once_is_sent_whole() {
         }
     }
 }
+
+/// The most requests in flight at once: each counts from its send to its end.
+fn most_in_flight(records: &[RequestRecord]) -> usize {
+    let mut edges: Vec<(u64, i32)> = records
+        .iter()
+        .flat_map(|r| [(r.meta.send_ns, 1), (r.meta.end_ns, -1)])
+        .collect();
+    // An end and a send at the same nanosecond: the end first.
+    edges.sort();
+    let mut open = 0i32;
+    let mut most = 0i32;
+    for (_, step) in edges {
+        open += step;
+        most = most.max(open);
+    }
+    most as usize
+}
+
+/// In a closed loop over the own client, the stream reader sends each slot's next request
+/// itself on the connection the last response left; the loop's rules hold all the same: no
+/// more requests at once than the concurrency, the measured ones only after every warmup
+/// one has ended, every request once. The first request of each slot after the warmup is
+/// its task's; so are all requests of the other clients and of an open loop.
+#[test]
+fn in_a_closed_loop_the_stream_reader_sends_the_next_request_itself() {
+    let server = sim(fast_sim());
+    let dir = tempfile::tempdir().unwrap();
+    let closed = [
+        "--requests",
+        "20",
+        "--warmup",
+        "2",
+        "--concurrency",
+        "2",
+        "--max-tokens",
+        "8",
+        "--ignore-eos",
+        "--no-calibrate",
+    ];
+    let open = [
+        "--requests",
+        "10",
+        "--rate",
+        "200",
+        "--max-tokens",
+        "8",
+        "--ignore-eos",
+        "--no-calibrate",
+    ];
+    let cases: [(&[&str], &str, u64); 4] = [
+        (&closed, "own", 18),
+        (&closed, "own-task", 0),
+        (&closed, "hyper", 0),
+        (&open, "own", 0),
+    ];
+    for (args, client, reader_sent) in cases {
+        let out = dir.path().join(format!("{client}-{reader_sent}.ttrace"));
+        let (reader, records) = record_ok(&server.base_url(), &out, &with_client(args, client));
+        let health = &reader.run_end().unwrap().client_health;
+        assert_eq!(health.reader_sent_requests, Some(reader_sent), "{client}");
+        let mut ids: Vec<u64> = records.iter().map(|r| r.meta.id).collect();
+        ids.sort_unstable();
+        let total = if args == closed { 22 } else { 10 };
+        assert_eq!(ids, (0..total).collect::<Vec<_>>(), "{client}");
+        assert!(records.iter().all(|r| r.meta.outcome == Outcome::Ok));
+        if args != closed {
+            continue;
+        }
+        assert!(most_in_flight(&records) <= 2, "{client}");
+        let warmup_end = records
+            .iter()
+            .filter(|r| r.meta.id < 2)
+            .map(|r| r.meta.end_ns)
+            .max()
+            .unwrap();
+        for r in records.iter().filter(|r| r.meta.id >= 2) {
+            assert!(r.meta.intended_ns >= warmup_end, "{client}: {}", r.meta.id);
+            assert!(
+                r.meta.send_ns >= r.meta.intended_ns,
+                "{client}: {}",
+                r.meta.id
+            );
+            assert_eq!(r.chunks.last().unwrap().channel, Channel::Done);
+        }
+    }
+}

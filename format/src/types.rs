@@ -452,6 +452,11 @@ pub struct ClientHealth {
     /// after each response (docs/ENGINES.md, llama-server).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_closes_after_response: Option<bool>,
+    /// Requests of a closed loop that the stream reader sent itself, on the connection the
+    /// previous response had just left (`--client own` over plain HTTP); the others were sent
+    /// by their tasks on the client's runtime, which `max_sched_lag_ns` watches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reader_sent_requests: Option<u64>,
     /// Requests checkpointed but never given a final record when the trace was finished
     /// (format 1.2, section 4.6): readers then chain their checkpoints.
     #[serde(default, skip_serializing_if = "Option::is_none")]

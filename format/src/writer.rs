@@ -119,6 +119,18 @@ impl RecordSender {
         }
     }
 
+    /// Queues a record unless the channel is full: never waits, for a sender that must not
+    /// (the recorder's stream reader). `Ok(Some(record))` gives the record back when the
+    /// channel is full, for the caller to send later; nothing is counted then, as nothing
+    /// waited. Fails as [`RecordSender::send`] does.
+    pub fn try_send(&self, record: PackedRecord) -> Result<Option<PackedRecord>, FormatError> {
+        match self.tx.try_send(Message::Record(Box::new(record))) {
+            Ok(()) => Ok(None),
+            Err(TrySendError::Full(Message::Record(record))) => Ok(Some(*record)),
+            Err(_) => Err(self.shared.closed_error()),
+        }
+    }
+
     /// Queues the checkpoint of a request still streaming (format 1.2, see
     /// [`crate::Checkpoint`]): `record` as of now with only the chunks since its previous
     /// checkpoint, the first of which is chunk `chunk_offset` of the request. Never waits:

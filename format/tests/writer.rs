@@ -162,6 +162,47 @@ fn backpressure_is_counted_and_reported() {
 }
 
 #[test]
+fn a_record_a_full_channel_refuses_comes_back_whole_and_nothing_waits() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("try.trace");
+    let config = WriterConfig {
+        channel_capacity: 1,
+        block_target_bytes: 1,
+        ..Default::default()
+    };
+    let writer = TraceWriter::create(&path, header(), &Manifest::default(), config).unwrap();
+    let sender = writer.sender();
+    let records = synthetic::requests(4, 200, 50, true);
+    // One slot, and a block written per record: a loop that never waits finds the slot taken.
+    let mut refused = Vec::new();
+    for r in &records {
+        if let Some(back) = sender.try_send(PackedRecord::from(r.clone())).unwrap() {
+            refused.push(back);
+        }
+    }
+    assert!(!refused.is_empty(), "the channel was never full");
+    assert_eq!(sender.backpressure_events(), 0, "nothing waited");
+    let refused_ids: Vec<u64> = refused.iter().map(|r| r.meta.id).collect();
+    for record in refused {
+        sender.send(record).unwrap();
+    }
+    let stats = writer.finish(RunEnd::default()).unwrap();
+    assert_eq!(stats.requests, 200);
+    let reader = TraceReader::open(&path).unwrap();
+    let mut read: Vec<RequestRecord> = reader.requests().map(Result::unwrap).collect();
+    read.sort_by_key(|r| r.meta.id);
+    let ids: Vec<u64> = read.iter().map(|r| r.meta.id).collect();
+    assert_eq!(ids, (0..200).collect::<Vec<u64>>(), "every record once");
+    for id in refused_ids {
+        let sent = records.iter().find(|r| r.meta.id == id);
+        assert!(
+            sent == Some(&read[id as usize]),
+            "refused record {id} written as it was"
+        );
+    }
+}
+
+#[test]
 fn creating_in_a_missing_directory_is_a_clear_error() {
     let err = TraceWriter::create(
         Path::new("/nonexistent-dir/x.trace"),

@@ -275,7 +275,7 @@ async fn probe_once(
     };
     // Never cancelled: the sender lives until the probe ends.
     let (_keep, cancel) = tokio::sync::oneshot::channel();
-    execute(ctx, spec, cancel).await
+    execute(ctx, spec, cancel, None).await
 }
 
 fn probe_result(

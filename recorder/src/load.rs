@@ -5,14 +5,14 @@ use crate::config::{Load, RecordConfig};
 use crate::progress::LiveStats;
 use crate::prompts::{synthetic, Prompt};
 use crate::schedule::Schedule;
-use crate::stream::{execute, RequestSpec, StreamContext};
+use crate::stream::{execute, RequestSpec, StreamContext, Successor};
 use bytes::Bytes;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
-use tokentrace_format::{Outcome, Phase, RecordSender};
+use tokentrace_format::{Outcome, PackedRecord, Phase, RecordSender};
 use tokio::sync::{oneshot, Notify};
 use tokio::task::JoinSet;
 use xxhash_rust::xxh3::xxh3_64;
@@ -98,6 +98,10 @@ pub struct LoadShared {
     pub warmup_left: AtomicU64,
     /// Wakes closed-loop workers waiting for the last warmup request to end.
     pub warmup_notify: Notify,
+    /// Records of requests that ended on the stream reader while the writer's channel was
+    /// full (the reader never waits for it): the next task to end a request queues them, and
+    /// until then the reader sends no request itself.
+    pub unqueued: Mutex<Vec<PackedRecord>>,
 }
 
 impl LoadShared {
@@ -205,10 +209,50 @@ impl LoadShared {
     }
 }
 
-/// Run one request and hand its record to the writer.
-async fn run_one(shared: Arc<LoadShared>, spec: RequestSpec) {
+/// The closed loop seen from the stream reader: it sends a slot's next request itself when a
+/// response ends whole ([`crate::stream::Successor`]), under the rules of [`drive`]'s workers.
+impl Successor for LoadShared {
+    fn next(&self) -> Option<RequestSpec> {
+        // A measured request waits for every warmup one to end; that wait is the task's.
+        if self.warmup_left.load(Ordering::SeqCst) != 0 || !self.all_queued() {
+            return None;
+        }
+        let id = self.claim_id()?;
+        let intended = self.ctx.now_ns();
+        if self.past_deadline(intended) {
+            return None;
+        }
+        self.stats.reader_sent.fetch_add(1, Ordering::Relaxed);
+        Some(self.spec(id, intended))
+    }
+
+    fn finished(&self, record: PackedRecord) {
+        let warmup = self.count_ended(&record);
+        match self.sender.try_send(record) {
+            Ok(None) => {}
+            Ok(Some(record)) => self
+                .unqueued
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(record),
+            Err(err) => self.write_failed(&err),
+        }
+        if warmup {
+            self.warmup_ended();
+        }
+    }
+}
+
+/// Run one request (in a closed loop, `successor`: perhaps more after it, on the stream
+/// reader) and hand its record to the writer.
+async fn run_one(
+    shared: Arc<LoadShared>,
+    spec: RequestSpec,
+    successor: Option<Weak<dyn Successor>>,
+) {
+    // The cancel registered under the first request's id reaches whichever request of the
+    // chain is in flight.
     let id = spec.id;
-    let warmup = spec.phase == Phase::Warmup;
     let (tx, rx) = oneshot::channel();
     if let Ok(mut map) = shared.cancels.lock() {
         map.insert(id, tx);
@@ -216,43 +260,86 @@ async fn run_one(shared: Arc<LoadShared>, spec: RequestSpec) {
     // A request registering after a cancel sweep is reached by the next sweep (the run repeats
     // them until every task has ended).
     shared.stats.in_flight.fetch_add(1, Ordering::Relaxed);
-    let record = execute(&shared.ctx, spec, rx).await;
+    let record = execute(&shared.ctx, spec, rx, successor).await;
     if let Ok(mut map) = shared.cancels.lock() {
         map.remove(&id);
     }
-    let stats = &shared.stats;
-    stats.in_flight.fetch_sub(1, Ordering::Relaxed);
-    stats
-        .chunks
-        .fetch_add(record.chunks.len() as u64, Ordering::Relaxed);
-    let reads = record
-        .chunks
-        .read_index()
-        .last()
-        .map_or(0, |read| u64::from(read) + 1);
-    stats.reads.fetch_add(reads, Ordering::Relaxed);
-    shared.outcomes[record.meta.outcome as usize].fetch_add(1, Ordering::Relaxed);
-    if record.meta.outcome == Outcome::Ok {
-        stats.completed.fetch_add(1, Ordering::Relaxed);
-    } else {
-        stats.failed.fetch_add(1, Ordering::Relaxed);
+    shared.stats.in_flight.fetch_sub(1, Ordering::Relaxed);
+    shared.record_ended(record);
+    shared.queue_unqueued();
+}
+
+impl LoadShared {
+    /// A request ended: counted, and its record handed to the writer.
+    fn record_ended(&self, record: PackedRecord) {
+        let warmup = self.count_ended(&record);
+        if let Err(err) = self.sender.send(record) {
+            self.write_failed(&err);
+        }
+        if warmup {
+            self.warmup_ended();
+        }
     }
-    // Once per request: materializing chunks until the first content one costs nothing here.
-    if let Some(first) = record
-        .chunks
-        .iter()
-        .find(|c| c.channel.is_content_text(c.text_len))
-    {
-        stats.record_ttft_us(first.arrival_ns.saturating_sub(record.meta.send_ns) / 1000);
+
+    /// Queues the records the stream reader could not (it ended them while the writer's
+    /// channel was full); here a full channel is waited for.
+    fn queue_unqueued(&self) {
+        let records =
+            std::mem::take(&mut *self.unqueued.lock().unwrap_or_else(PoisonError::into_inner));
+        for record in records {
+            if let Err(err) = self.sender.send(record) {
+                self.write_failed(&err);
+            }
+        }
     }
-    if let Err(err) = shared.sender.send(record) {
-        if let Ok(mut slot) = shared.write_error.lock() {
+
+    /// Whether every record of a request that ended is in the writer's channel.
+    fn all_queued(&self) -> bool {
+        self.unqueued.lock().is_ok_and(|records| records.is_empty())
+    }
+
+    /// Counts an ended request in the live figures; whether it was a warmup request.
+    fn count_ended(&self, record: &PackedRecord) -> bool {
+        let stats = &self.stats;
+        stats
+            .chunks
+            .fetch_add(record.chunks.len() as u64, Ordering::Relaxed);
+        let reads = record
+            .chunks
+            .read_index()
+            .last()
+            .map_or(0, |read| u64::from(read) + 1);
+        stats.reads.fetch_add(reads, Ordering::Relaxed);
+        self.outcomes[record.meta.outcome as usize].fetch_add(1, Ordering::Relaxed);
+        if record.meta.outcome == Outcome::Ok {
+            stats.completed.fetch_add(1, Ordering::Relaxed);
+        } else {
+            stats.failed.fetch_add(1, Ordering::Relaxed);
+        }
+        // Once per request: materializing chunks until the first content one costs nothing here.
+        if let Some(first) = record
+            .chunks
+            .iter()
+            .find(|c| c.channel.is_content_text(c.text_len))
+        {
+            stats.record_ttft_us(first.arrival_ns.saturating_sub(record.meta.send_ns) / 1000);
+        }
+        record.meta.phase == Phase::Warmup
+    }
+
+    /// The writer failed: the run stops sending, and says why.
+    fn write_failed(&self, err: &tokentrace_format::FormatError) {
+        if let Ok(mut slot) = self.write_error.lock() {
             slot.get_or_insert(err.to_string());
         }
-        shared.request_stop();
+        self.request_stop();
     }
-    if warmup && shared.warmup_left.fetch_sub(1, Ordering::SeqCst) == 1 {
-        shared.warmup_notify.notify_waiters();
+
+    /// A warmup request ended; the last one lets the measured requests start.
+    fn warmup_ended(&self) {
+        if self.warmup_left.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.warmup_notify.notify_waiters();
+        }
     }
 }
 
@@ -276,11 +363,16 @@ pub async fn drive(shared: Arc<LoadShared>) {
                             break;
                         }
                         let spec = shared.spec(id, intended);
-                        run_one(shared.clone(), spec).await;
+                        let successor: Weak<dyn Successor> =
+                            Arc::downgrade(&shared) as Weak<LoadShared>;
+                        run_one(shared.clone(), spec, Some(successor)).await;
                     }
                 });
             }
             while workers.join_next().await.is_some() {}
+            // Every chain ends in its task, which queues what the reader could not; nothing is
+            // left here but after a task that panicked.
+            shared.queue_unqueued();
         }
         Load::Open { rate, arrival } => {
             let mut schedule = Schedule::new(rate, arrival, shared.config.seed);
@@ -313,7 +405,9 @@ pub async fn drive(shared: Arc<LoadShared>) {
                     () = &mut notified => break,
                 }
                 // Late requests are sent late (never skipped); intended vs send shows by how much.
-                tasks.spawn(run_one(shared.clone(), spec));
+                // Open loop: each request starts at its own scheduled time, never on the heels of
+                // another.
+                tasks.spawn(run_one(shared.clone(), spec, None));
                 while tasks.try_join_next().is_some() {}
             }
             while tasks.join_next().await.is_some() {}

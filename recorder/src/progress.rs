@@ -23,6 +23,8 @@ pub struct LiveStats {
     pub chunks: AtomicU64,
     /// Body reads seen.
     pub reads: AtomicU64,
+    /// Requests the stream reader sent itself ([`crate::stream::Successor`]).
+    pub reader_sent: AtomicU64,
     ttft: Vec<AtomicU64>,
 }
 
@@ -34,6 +36,7 @@ impl Default for LiveStats {
             in_flight: AtomicU64::new(0),
             chunks: AtomicU64::new(0),
             reads: AtomicU64::new(0),
+            reader_sent: AtomicU64::new(0),
             ttft: (0..SUB_BUCKETS * OCTAVES)
                 .map(|_| AtomicU64::new(0))
                 .collect(),

@@ -205,6 +205,7 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
         warmup_notify: Default::default(),
         outcomes: Default::default(),
         write_error: Mutex::new(None),
+        unqueued: Mutex::new(Vec::new()),
         prompts,
         ctx,
         config: config.clone(),
@@ -289,6 +290,7 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
         // Whether the recorder stopped reusing connections because the server closed them
         // right after its responses (docs/ENGINES.md, llama-server).
         server_closes_after_response: Some(closes.closed_after_response()),
+        reader_sent_requests: Some(stats.reader_sent.load(Ordering::Relaxed)),
         ..ClientHealth::default()
     };
     let end = RunEnd {

@@ -114,17 +114,33 @@ pub struct RequestSpec {
     pub planned_input_tokens: Option<u32>,
 }
 
+/// What a closed loop does between two requests, for the stream reader to do itself when a
+/// response leaves its connection reusable (`--client own` over plain HTTP): the reader writes
+/// the next request on that connection at once, as the benchmark's floor does, and the request's
+/// task is not woken to do it. docs/PERFORMANCE.md measures what this saves.
+pub trait Successor: Send + Sync {
+    /// The request that starts now in the finished one's place, or None: the loop goes on in
+    /// the task (the run stopping or past its deadline, warmup requests still out).
+    fn next(&self) -> Option<RequestSpec>;
+    /// A request that ended on the reader, and that a later one followed: its record goes
+    /// where the task would have sent it.
+    fn finished(&self, record: PackedRecord);
+}
+
 /// Execute one request; `cancel` firing (or its sender being dropped) ends it as Cancelled.
+/// With a `successor` (the closed loop), the stream reader may run further requests after it
+/// on its connection ([`Successor`]); the record returned is then the last one's.
 pub async fn execute(
     ctx: &StreamContext,
     spec: RequestSpec,
     cancel: oneshot::Receiver<()>,
+    successor: Option<std::sync::Weak<dyn Successor>>,
 ) -> PackedRecord {
     // Boxed: on the own client the state moves to the stream reader and back.
     let state = Box::new(StreamState::new(ctx, &spec));
     let (mut state, finished) = match ctx.own.as_deref() {
         // The spec goes in whole: its body is freed once the request bytes are built.
-        Some(pool) => state.drive_own(ctx, pool, spec, cancel).await,
+        Some(pool) => state.drive_own(ctx, pool, spec, cancel, successor).await,
         None => {
             let mut state = state;
             // Boxed: hyper's request futures would otherwise size every task's future (each
@@ -142,9 +158,7 @@ pub async fn execute(
         state.fail(Outcome::Cancelled, "run interrupted".to_string());
         state.record.meta.end_ns = ctx.now_ns();
     }
-    let mut record = state.into_record();
-    scrub_secrets(&ctx.headers, &mut record.meta);
-    record
+    state.sealed(ctx)
 }
 
 /// The HTTP request for `spec`: a POST of its body with the run's headers and its request id.
@@ -352,6 +366,13 @@ impl StreamState {
         self.record.meta.output_hash = self.sink.output_hash();
         self.record.meta.output_bytes = u32::try_from(self.sink.output_bytes).unwrap_or(u32::MAX);
         self.record
+    }
+
+    /// The record of a request that has ended, as the trace gets it.
+    fn sealed(self, ctx: &StreamContext) -> PackedRecord {
+        let mut record = self.into_record();
+        scrub_secrets(&ctx.headers, &mut record.meta);
+        record
     }
 
     async fn drive(&mut self, ctx: &StreamContext, spec: &RequestSpec) {

@@ -10,11 +10,12 @@
 //! closed are those of the hyper path (`stream.rs`).
 
 use super::answer::Answer;
-use super::{RequestSpec, StreamContext, StreamState, NEVER, STALE_FAILURE_WINDOW};
+use super::{RequestSpec, StreamContext, StreamState, Successor, NEVER, STALE_FAILURE_WINDOW};
 use crate::h1::response::{self, Framing};
 use crate::h1::{Conn, Pool};
 use head::{error_body, exchange, request_bytes, Answered, Broken};
 use std::io;
+use std::sync::Weak;
 use tokentrace_format::Outcome;
 use tokentrace_sse::parser::SseError;
 use tokio::sync::oneshot;
@@ -100,28 +101,42 @@ impl StreamState {
     /// records the cancellation). With a stream reader (`ctx.reader`) and a plain connection,
     /// this task writes the request and the reader reads the whole response; otherwise this
     /// task reads the head, and the body is read by the stream reader when the run has one,
-    /// else by this task.
+    /// else by this task. With a `successor`, the stream reader may follow the request with
+    /// more ([`Successor`]): what comes back is then the last one's state.
     pub(super) async fn drive_own(
         mut self: Box<Self>,
         ctx: &StreamContext,
         pool: &Pool,
         spec: RequestSpec,
         mut cancel: oneshot::Receiver<()>,
+        successor: Option<Weak<dyn Successor>>,
     ) -> (Box<Self>, bool) {
-        let start = Instant::now();
-        let request = request_bytes(ctx, pool, &spec);
+        let mut start = Instant::now();
+        let mut request = request_bytes(ctx, pool, &spec);
         // The body is in `request` now; a stream holds neither for the rest of its response.
         drop(spec);
         self.record.meta.send_ns = ctx.now_ns();
-        let sent = Instant::now();
+        let mut sent = Instant::now();
         let idle = pool.take_idle(&ctx.closes);
         let first = match &ctx.reader {
             Some(reader) if pool.is_plain() => {
-                let on_reader =
-                    self.start_on_reader(ctx, pool, reader, (&request, start), idle, &mut cancel);
+                let on_reader = self.start_on_reader(
+                    ctx,
+                    pool,
+                    reader,
+                    (&request, start),
+                    idle,
+                    &mut cancel,
+                    successor,
+                );
                 match on_reader.await {
-                    Ok((state, first)) => {
+                    Ok((state, first, chained)) => {
                         self = state;
+                        // A request the reader sent after this one came back unfinished: the
+                        // task goes on with that one.
+                        if let Some(chained) = chained {
+                            (request, start, sent) = (chained.request, chained.start, chained.sent);
+                        }
                         first
                     }
                     Err(ended) => return ended,
@@ -194,7 +209,9 @@ impl StreamState {
     /// this task, its whole response then read by the stream reader: no wait in tokio's
     /// reactor for writability or for the head. `request` was first sent at `start`. Ok: what
     /// this task goes on with (the reader's answer, or a request the socket did not take whole
-    /// at once); Err: how the request ended, as [`StreamState::drive_own`] returns it.
+    /// at once), with the request itself when the reader wrote it; Err: how the request
+    /// ended, as [`StreamState::drive_own`] returns it.
+    #[allow(clippy::too_many_arguments)]
     async fn start_on_reader(
         mut self: Box<Self>,
         ctx: &StreamContext,
@@ -203,7 +220,8 @@ impl StreamState {
         (request, start): (&[u8], Instant),
         idle: Option<Conn>,
         cancel: &mut oneshot::Receiver<()>,
-    ) -> Result<(Box<Self>, First), (Box<Self>, bool)> {
+        successor: Option<Weak<dyn Successor>>,
+    ) -> Result<(Box<Self>, First, Option<Box<reader::Chained>>), (Box<Self>, bool)> {
         let body = BodyRead::awaiting(ctx, start);
         let mut next_tick = ctx.next_checkpoint(start);
         let mut conn = match idle {
@@ -228,7 +246,7 @@ impl StreamState {
                     Some(Err(e)) => {
                         let failed =
                             Broken::Failed(Outcome::ConnectError, format!("connecting: {e}"));
-                        return Ok((self, First::Answered(Err(failed), next_tick)));
+                        return Ok((self, First::Answered(Err(failed), next_tick), None));
                     }
                     Some(Ok(conn)) => conn,
                 }
@@ -240,12 +258,11 @@ impl StreamState {
         let _ = conn.detach();
         match conn.write_now(request) {
             Ok(n) if n == request.len() => {
-                let awaiting = reader::Streaming::awaiting_head(self, conn, body, next_tick);
+                let awaiting =
+                    reader::Streaming::awaiting_head(self, conn, body, next_tick, successor);
                 match reader::run_on_reader(awaiting, ctx, pool, reader, cancel).await {
                     reader::OnReader::Done(state, ran) => Err((state, ran)),
-                    reader::OnReader::Back(state, answered, next_tick) => {
-                        Ok((state, First::Answered(answered, next_tick)))
-                    }
+                    reader::OnReader::Back(state, first, chained) => Ok((state, first, chained)),
                 }
             }
             Ok(written) => {
@@ -253,14 +270,14 @@ impl StreamState {
                     conn: Some(conn),
                     written,
                 };
-                Ok((self, rest))
+                Ok((self, rest, None))
             }
             Err(e) => {
                 let broken = Broken::BeforeAnswer {
                     error: format!("sending the request: {e}"),
                     reused: conn.reused,
                 };
-                Ok((self, First::Answered(Err(broken), next_tick)))
+                Ok((self, First::Answered(Err(broken), next_tick), None))
             }
         }
     }

@@ -4,15 +4,20 @@
 //! task's exchange does ([`super::head::take_head`]); a head it does not read on from goes back
 //! to the task. Each body read is stamped and fed exactly as in the task's own loop
 //! ([`StreamState::take_read`]); only who waits for the socket differs.
+//!
+//! In a closed loop, a response that ends whole on a plain connection is followed on the
+//! reader: it writes the loop's next request on the same connection and reads its response in
+//! turn ([`Successor`]), and the task hears back only when the chain ends.
 
-use super::head::{stream_framing, take_head, Answered, Broken};
-use super::{BodyRead, Step};
+use super::head::{request_bytes, stream_framing, take_head, Answered, Broken};
+use super::{BodyRead, First, Step, Successor};
 use crate::h1::response::Head;
 use crate::h1::{Conn, Pool};
 use crate::reader::{Reader, Tenant};
 use crate::stream::{StreamContext, StreamState};
 use std::io;
 use std::os::fd::RawFd;
+use std::sync::Weak;
 use tokentrace_format::Outcome;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -29,9 +34,20 @@ pub(super) enum OnReader {
     /// The request ran its course (true), as [`StreamState::drive_own`] returns it.
     Done(Box<StreamState>, bool),
     /// The response goes on in its task: a head the reader does not read on from (an error's
-    /// body or a refusal, which the task reads and records), or why the exchange broke before
-    /// a head (a stale connection's retry is the task's). With the next checkpoint time.
-    Back(Box<StreamState>, Result<Answered, Broken>, Instant),
+    /// body or a refusal, which the task reads and records), why the exchange broke before
+    /// a head (a stale connection's retry is the task's), or a request of the chain the socket
+    /// did not take whole. With the request itself when the reader wrote it (a chain's).
+    Back(Box<StreamState>, First, Option<Box<Chained>>),
+}
+
+/// A request the reader wrote after the one its task handed over, for the task to go on with
+/// should the response come back unfinished.
+pub(super) struct Chained {
+    /// Its bytes (emptied once its head is in: it is not sent again after that).
+    pub request: Vec<u8>,
+    /// When it was built, and when its bytes went to the socket.
+    pub start: Instant,
+    pub sent: Instant,
 }
 
 /// Hands a response (its head still to come, or its body started) to the stream reader and
@@ -43,7 +59,7 @@ pub(super) async fn run_on_reader(
     reader: &Reader<StreamContext>,
     cancel: &mut oneshot::Receiver<()>,
 ) -> OnReader {
-    let key = streaming.state.record.meta.id;
+    let key = streaming.key;
     // What is recorded should the reader thread die with the response (a bug).
     let meta = streaming.state.record.meta.clone();
     let (reply, mut back) = oneshot::channel();
@@ -87,10 +103,15 @@ enum Unfinished {
     Head(Head, Vec<u8>, u64),
     /// The exchange broke before a head.
     Broken(Broken),
+    /// A request of the chain of which the socket took only this many bytes.
+    Unsent(usize),
 }
 
 /// A response on its way through the reader.
 pub(super) struct Streaming {
+    /// The id of the request its task handed over: what the task's cancel names, through
+    /// the whole chain.
+    key: u64,
     state: Box<StreamState>,
     conn: Conn,
     body: BodyRead,
@@ -105,18 +126,26 @@ pub(super) struct Streaming {
     reuse: bool,
     /// Where the response goes back to its task.
     reply: Option<oneshot::Sender<Box<Streaming>>>,
+    /// The closed loop this request is one of, when the reader may send its successor (weak:
+    /// the loop holds the run's context, and with it the reader's own handle).
+    successor: Option<Weak<dyn Successor>>,
+    /// The request in flight when the reader wrote it.
+    chained: Option<Box<Chained>>,
 }
 
 impl Streaming {
     /// A request written on `conn` (out of tokio's reactor), its head still to come.
+    /// With a `successor`, the reader may follow the response with more requests.
     pub(super) fn awaiting_head(
         state: Box<StreamState>,
         conn: Conn,
         body: BodyRead,
         next_tick: Instant,
+        successor: Option<Weak<dyn Successor>>,
     ) -> Box<Streaming> {
         let mut streaming = Streaming::body_started(state, conn, body, next_tick);
         streaming.head = Some(Vec::new());
+        streaming.successor = successor;
         streaming
     }
 
@@ -128,6 +157,7 @@ impl Streaming {
         next_tick: Instant,
     ) -> Box<Streaming> {
         Box::new(Streaming {
+            key: state.record.meta.id,
             state,
             conn,
             body,
@@ -136,6 +166,8 @@ impl Streaming {
             unfinished: None,
             reuse: false,
             reply: None,
+            successor: None,
+            chained: None,
         })
     }
 
@@ -149,16 +181,17 @@ impl Streaming {
             reuse,
             unfinished,
             next_tick,
+            chained,
             ..
         } = *self;
-        match unfinished {
+        let first = match unfinished {
             None => {
                 if reuse {
                     pool.put_back(conn);
                 }
-                OnReader::Done(state, true)
+                return OnReader::Done(state, true);
             }
-            Some(Unfinished::Broken(broken)) => OnReader::Back(state, Err(broken), next_tick),
+            Some(Unfinished::Broken(broken)) => First::Answered(Err(broken), next_tick),
             Some(Unfinished::Head(head, rest, arrival_ns)) => {
                 let answered = Answered {
                     conn,
@@ -166,9 +199,14 @@ impl Streaming {
                     rest,
                     arrival_ns,
                 };
-                OnReader::Back(state, Ok(answered), next_tick)
+                First::Answered(Ok(answered), next_tick)
             }
-        }
+            Some(Unfinished::Unsent(written)) => First::Exchange {
+                conn: Some(conn),
+                written,
+            },
+        };
+        OnReader::Back(state, first, chained)
     }
 
     /// What is there to read now (`held_only`: only what TLS holds decrypted); true when the
@@ -245,6 +283,10 @@ impl Streaming {
             }
         };
         *head = None;
+        if let Some(chained) = self.chained.as_mut() {
+            // Answered: the request is not sent again.
+            chained.request = Vec::new();
+        }
         let Some(framing) = stream_framing(&answer) else {
             *unfinished = Some(Unfinished::Head(answer, rest, arrival_ns));
             return true;
@@ -265,21 +307,87 @@ impl Streaming {
     }
 }
 
+impl Streaming {
+    /// The response ended (`over`): whether it goes back to its task (true), or a request
+    /// that follows it is now in flight here.
+    fn over(&mut self, ctx: &StreamContext, over: bool) -> bool {
+        over && !self.go_on(ctx)
+    }
+
+    /// A response that ended whole on a connection that may carry another request: when its
+    /// loop has a next request, writes it there now, hands the ended record on and reads the
+    /// new response here (true; false: back to the task, with the next request when the
+    /// socket did not take it whole). What the task does between two requests, done here:
+    /// the new request's times count from its build, its connection is a reused one.
+    fn go_on(&mut self, ctx: &StreamContext) -> bool {
+        if !self.reuse || self.unfinished.is_some() || ctx.closes.closed_after_response() {
+            return false;
+        }
+        let Some(successor) = self.successor.as_ref().and_then(Weak::upgrade) else {
+            return false;
+        };
+        let Some(pool) = ctx.own.as_deref() else {
+            return false;
+        };
+        let Some(spec) = successor.next() else {
+            return false;
+        };
+        let start = Instant::now();
+        let request = request_bytes(ctx, pool, &spec);
+        let ended = std::mem::replace(&mut self.state, Box::new(StreamState::new(ctx, &spec)));
+        drop(spec);
+        self.state.record.meta.send_ns = ctx.now_ns();
+        let sent = Instant::now();
+        self.conn.reused = true;
+        let written = self.conn.write_now(&request);
+        // The request is out before the last one's record is handed on, as in the task.
+        successor.finished(ended.sealed(ctx));
+        self.body = BodyRead::awaiting(ctx, start);
+        self.next_tick = ctx.next_checkpoint(start);
+        self.reuse = false;
+        let whole = request.len();
+        self.chained = Some(Box::new(Chained {
+            request,
+            start,
+            sent,
+        }));
+        match written {
+            Ok(n) if n == whole => {
+                self.head = Some(Vec::new());
+                true
+            }
+            Ok(written) => {
+                self.unfinished = Some(Unfinished::Unsent(written));
+                false
+            }
+            Err(e) => {
+                self.unfinished = Some(Unfinished::Broken(Broken::BeforeAnswer {
+                    error: format!("sending the request: {e}"),
+                    reused: true,
+                }));
+                false
+            }
+        }
+    }
+}
+
 impl Tenant<StreamContext> for Streaming {
     fn fd(&self) -> RawFd {
         self.conn.raw_fd()
     }
 
     fn key(&self) -> u64 {
-        self.state.record.meta.id
+        self.key
     }
 
     fn adopted(&mut self, ctx: &StreamContext) -> bool {
-        self.read(ctx, true)
+        let over = self.read(ctx, true);
+        self.over(ctx, over)
     }
 
     fn readable(&mut self, ctx: &StreamContext) -> bool {
-        self.read(ctx, false)
+        let over = self.read(ctx, false);
+        self.over(ctx, over)
     }
 
     fn deadline(&self) -> Instant {
