@@ -17,8 +17,8 @@ use crate::reader::{Reader, Tenant};
 use crate::stream::{StreamContext, StreamState};
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::Weak;
-use tokentrace_format::Outcome;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use tokentrace_format::{Outcome, RequestMeta};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
@@ -60,10 +60,16 @@ pub(super) async fn run_on_reader(
     cancel: &mut oneshot::Receiver<()>,
 ) -> OnReader {
     let key = streaming.key;
-    // What is recorded should the reader thread die with the response (a bug).
+    // What is recorded should the reader thread die with the response (a bug): the request
+    // in flight then, which a chain keeps up to date.
     let meta = streaming.state.record.meta.clone();
-    let (reply, mut back) = oneshot::channel();
     let mut streaming = streaming;
+    let in_flight = streaming
+        .successor
+        .is_some()
+        .then(|| Arc::new(Mutex::new(meta.clone())));
+    streaming.in_flight = in_flight.clone();
+    let (reply, mut back) = oneshot::channel();
     streaming.reply = Some(reply);
     if let Err(mut tenant) = reader.adopt(streaming) {
         // The reader thread is gone (it stops only when the run ends).
@@ -86,6 +92,13 @@ pub(super) async fn run_on_reader(
         Some(streaming) => streaming.finish(pool),
         // Dropped unanswered: the reader thread died holding the response.
         None => {
+            let meta = match in_flight {
+                Some(in_flight) => in_flight
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone(),
+                None => meta,
+            };
             let mut lost = StreamState::lost(ctx, meta);
             lost.fail(
                 Outcome::StreamError,
@@ -131,6 +144,9 @@ pub(super) struct Streaming {
     successor: Option<Weak<dyn Successor>>,
     /// The request in flight when the reader wrote it.
     chained: Option<Box<Chained>>,
+    /// The head of the chain's request in flight, for the task to record should the reader
+    /// thread die (None without a successor).
+    in_flight: Option<Arc<Mutex<RequestMeta>>>,
 }
 
 impl Streaming {
@@ -168,6 +184,7 @@ impl Streaming {
             reply: None,
             successor: None,
             chained: None,
+            in_flight: None,
         })
     }
 
@@ -338,6 +355,10 @@ impl Streaming {
         drop(spec);
         self.state.record.meta.send_ns = ctx.now_ns();
         let sent = Instant::now();
+        if let Some(in_flight) = &self.in_flight {
+            *in_flight.lock().unwrap_or_else(PoisonError::into_inner) =
+                self.state.record.meta.clone();
+        }
         self.conn.reused = true;
         let written = self.conn.write_now(&request);
         // The request is out before the last one's record is handed on, as in the task.
