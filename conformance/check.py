@@ -159,9 +159,14 @@ def cmd_stream(a, res):
     bad = not_ok_detail(measured)
     n_ok = len(measured) - len(bad)
     resent = sum(1 for r in measured if r['retries'])
+    # How many the stream reader sent itself on the heels of the response before them (a
+    # closed loop over the own client on plain HTTP); the checks below hold for them as for
+    # the requests their tasks sent.
+    health = (trace['run_end'] or {}).get('client_health', {})
+    chained = health.get('reader_sent_requests', 'no count of')
     res.row('requests-ok', bool(measured) and not bad and len(measured) == a.expect,
             f'{n_ok}/{len(measured)} ok (planned {a.expect}) · {resent} resent after a stale '
-            f'keep-alive connection', bad)
+            f'keep-alive connection · {chained} sent by the stream reader', bad)
 
     # 2. Match trace requests with tap exchanges by the exact sequence of event payloads
     #    (every engine puts a unique completion id in each event), independent of how the

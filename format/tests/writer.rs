@@ -173,10 +173,12 @@ fn a_record_a_full_channel_refuses_comes_back_whole_and_nothing_waits() {
     let writer = TraceWriter::create(&path, header(), &Manifest::default(), config).unwrap();
     let sender = writer.sender();
     let records = synthetic::requests(4, 200, 50, true);
-    // One slot, and a block written per record: a loop that never waits finds the slot taken.
+    let packed: Vec<PackedRecord> = records.iter().cloned().map(PackedRecord::from).collect();
+    // One slot, and a block written per record: a loop that never waits finds the slot taken
+    // (each try takes nanoseconds, the writer's wake-up alone microseconds).
     let mut refused = Vec::new();
-    for r in &records {
-        if let Some(back) = sender.try_send(PackedRecord::from(r.clone())).unwrap() {
+    for record in packed {
+        if let Some(back) = sender.try_send(record).unwrap() {
             refused.push(back);
         }
     }

@@ -213,7 +213,8 @@ impl LoadShared {
 /// response ends whole ([`crate::stream::Successor`]), under the rules of [`drive`]'s workers.
 impl Successor for LoadShared {
     fn next(&self) -> Option<RequestSpec> {
-        // A measured request waits for every warmup one to end; that wait is the task's.
+        // A measured request waits for every warmup one to end, and none is sent here while
+        // a record waits to be queued: those waits are the task's.
         if self.warmup_left.load(Ordering::SeqCst) != 0 || !self.all_queued() {
             return None;
         }
@@ -439,5 +440,113 @@ mod tests {
             assert_eq!(p.bytes as usize, identity.len());
         }
         assert_ne!(prepared[0].hash, prepared[1].hash);
+    }
+
+    /// A closed loop of 1,000 requests at concurrency 1 that hands its records to `sender`;
+    /// no request is ever sent (the URL is never dialled).
+    fn closed_loop(sender: RecordSender) -> LoadShared {
+        let mut config = RecordConfig::new("http://127.0.0.1:9/v1", "m", "t".into());
+        config.requests = Some(1000);
+        config.load = Load::Closed { concurrency: 1 };
+        let ctx = StreamContext {
+            client: crate::http::build_client(&config).unwrap(),
+            fresh_client: crate::http::build_fresh_client(&config).unwrap(),
+            closes: Default::default(),
+            uri: "http://127.0.0.1:9/v1/chat/completions".parse().unwrap(),
+            headers: Default::default(),
+            request_id: None,
+            anchor_mono_ns: 0,
+            timeout: None,
+            ttft_timeout: None,
+            capture: config.capture,
+            line_limit: config.line_limit,
+            trial: 0,
+            chunk_capacity: 16,
+            checkpoints: None,
+            own: None,
+            reader: None,
+        };
+        let prompts = PromptPlan::from_file(&config, vec![Prompt::Text("hi".into())]);
+        LoadShared {
+            ctx,
+            config,
+            prompts,
+            sender,
+            stats: Default::default(),
+            stop: AtomicBool::new(false),
+            stop_notify: Notify::new(),
+            cancels: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(0),
+            start_ns: 0,
+            deadline_ns: None,
+            hit_deadline: AtomicBool::new(false),
+            outcomes: Default::default(),
+            write_error: Mutex::new(None),
+            warmup_left: AtomicU64::new(0),
+            warmup_notify: Notify::new(),
+            unqueued: Mutex::new(Vec::new()),
+        }
+    }
+
+    #[test]
+    fn records_the_writer_has_no_room_for_wait_for_a_task_and_hold_the_chain() {
+        use tokentrace_format::{synthetic, Header, Manifest, TraceReader, TraceWriter};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("full.tt");
+        let header = Header {
+            major: 1,
+            minor: 0,
+            anchor: tokentrace_format::ClockAnchor::now(),
+            host: "h".into(),
+            shard: 0,
+        };
+        // One slot and a block per record: records handed on back to back find it taken.
+        let config = tokentrace_format::WriterConfig {
+            channel_capacity: 1,
+            block_target_bytes: 1,
+            ..Default::default()
+        };
+        let writer = TraceWriter::create(&path, header, &Manifest::default(), config).unwrap();
+        let shared = closed_loop(writer.sender());
+        let records: Vec<PackedRecord> = synthetic::requests(5, 100, 20, false)
+            .into_iter()
+            .map(PackedRecord::from)
+            .collect();
+        let warmup = records
+            .iter()
+            .filter(|r| r.meta.phase == Phase::Warmup)
+            .count();
+        shared.warmup_left.store(warmup as u64, Ordering::SeqCst);
+        for record in records {
+            shared.finished(record);
+        }
+        let kept = shared.unqueued.lock().unwrap().len();
+        assert!(kept > 0, "the channel was never full");
+        // Nothing waited: every record is counted already, the warmup ones too.
+        assert_eq!(shared.warmup_left.load(Ordering::SeqCst), 0);
+        assert_eq!(
+            shared.stats.completed.load(Ordering::Relaxed)
+                + shared.stats.failed.load(Ordering::Relaxed),
+            100
+        );
+        // While a record waits, the reader sends nothing, and claims no id.
+        assert!(shared.next().is_none());
+        assert_eq!(shared.next_id.load(Ordering::SeqCst), 0);
+        assert_eq!(shared.stats.reader_sent.load(Ordering::Relaxed), 0);
+        // A task queues them (waiting for room as tasks do); then the reader goes on.
+        shared.queue_unqueued();
+        assert!(shared.all_queued());
+        let next = shared.next().expect("a next request");
+        assert_eq!(next.id, 0);
+        assert_eq!(shared.stats.reader_sent.load(Ordering::Relaxed), 1);
+        let stats = writer.finish(Default::default()).unwrap();
+        assert_eq!(stats.requests, 100, "every record written once");
+        let mut ids: Vec<u64> = TraceReader::open(&path)
+            .unwrap()
+            .requests()
+            .map(|r| r.unwrap().meta.id)
+            .collect();
+        ids.sort_unstable();
+        assert_eq!(ids, (0..100).collect::<Vec<_>>());
     }
 }

@@ -361,7 +361,7 @@ impl Streaming {
         }
         self.conn.reused = true;
         let written = self.conn.write_now(&request);
-        // The request is out before the last one's record is handed on, as in the task.
+        // The request goes out first: handing the ended record on does not delay it.
         successor.finished(ended.sealed(ctx));
         self.body = BodyRead::awaiting(ctx, start);
         self.next_tick = ctx.next_checkpoint(start);
