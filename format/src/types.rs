@@ -452,9 +452,11 @@ pub struct ClientHealth {
     /// after each response (docs/ENGINES.md, llama-server).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_closes_after_response: Option<bool>,
-    /// Requests of a closed loop that the stream reader sent itself, on the connection the
-    /// previous response had just left (`--client own` over plain HTTP); the others were sent
-    /// by their tasks on the client's runtime, which `max_sched_lag_ns` watches.
+    /// Requests of a closed loop whose sending the stream reader began itself, on the
+    /// connection the previous response had just left (`--client own` over plain HTTP; one
+    /// the socket did not take whole, or whose connection had closed, was finished or sent
+    /// again by its task). The others were sent by their tasks on the client's runtime,
+    /// which `max_sched_lag_ns` watches.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reader_sent_requests: Option<u64>,
     /// Requests checkpointed but never given a final record when the trace was finished

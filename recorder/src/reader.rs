@@ -123,7 +123,13 @@ impl<C> Drop for Reader<C> {
         // A closed channel is the thread's signal to stop.
         drop(self.tx.take());
         self.wake.signal();
-        if let Some(thread) = self.thread.take() {
+        // The last handle can be dropped on the reader thread itself (a closed loop's state,
+        // which holds one, released there): it then stops at its next wake-up, unjoined.
+        if let Some(thread) = self
+            .thread
+            .take()
+            .filter(|t| t.thread().id() != std::thread::current().id())
+        {
             let _ = thread.join();
         }
     }
@@ -362,6 +368,9 @@ impl<C> Loop<C> {
         let after = tenant.deadline();
         if after != before {
             self.deadlines.push(Reverse((after, slot, generation)));
+            // A body held for many responses (a closed loop's chain) moves its deadline
+            // twice a response and is never released in between.
+            self.prune_deadlines();
         }
     }
 
@@ -399,9 +408,9 @@ impl<C> Loop<C> {
     }
 
     /// Drops the heaps' entries that no longer count once they outnumber the streams held
-    /// several times over: a finished request's total deadline (600 s by default), or its
-    /// next checkpoint under a long `--checkpoint-every`, would otherwise stay in a heap, and
-    /// a long run would grow it without bound.
+    /// several times over: a finished request's total deadline (600 s by default), a deadline
+    /// a body moved, or its next checkpoint under a long `--checkpoint-every`, would otherwise
+    /// stay in a heap, and a long run would grow it without bound.
     fn prune_deadlines(&mut self) {
         let bound = 4 * self.by_key.len() + 1024;
         let slots = &self.slots;

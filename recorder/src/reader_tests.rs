@@ -26,6 +26,8 @@ struct Fake {
     over_at_adoption: bool,
     /// A read moves the deadline here.
     read_moves_deadline_to: Option<Instant>,
+    /// Moves its deadline this much later on every read (a chain of responses).
+    read_moves_deadline_by: Option<Duration>,
     /// A read panics.
     panics_on_read: bool,
     /// The error it ended with.
@@ -51,6 +53,7 @@ impl Fake {
             tick_log: None,
             over_at_adoption: false,
             read_moves_deadline_to: None,
+            read_moves_deadline_by: None,
             panics_on_read: false,
             error: None,
             back: back.clone(),
@@ -76,6 +79,9 @@ impl Tenant<()> for Fake {
         assert!(!self.panics_on_read, "a bug met in body {}", self.key);
         if let Some(at) = self.read_moves_deadline_to.take() {
             self.deadline = at;
+        }
+        if let Some(step) = self.read_moves_deadline_by {
+            self.deadline += step;
         }
         let mut buf = [0u8; 3];
         match self.socket.read(&mut buf) {
@@ -278,6 +284,25 @@ fn an_event_for_a_slot_s_earlier_body_is_not_taken_for_the_next() {
     );
     held.on_ready(token_of(&held, 2));
     assert_eq!(returned(&back).ending, Some("done"));
+}
+
+#[test]
+fn a_body_that_moves_its_deadline_on_every_read_leaves_the_heap_bounded() {
+    let mut held = by_hand(false);
+    let (tx, _back) = std::sync::mpsc::channel();
+    let (mut body, mut peer) = Fake::new(1, LONG, &tx);
+    // As a chain of responses does: held all along, a new deadline per read.
+    body.read_moves_deadline_by = Some(Duration::from_millis(1));
+    held.adopt(body);
+    for _ in 0..5000 {
+        peer.write_all(b"x").unwrap();
+        held.on_ready(token_of(&held, 1));
+    }
+    assert!(
+        held.deadlines.len() <= 4 + 1024,
+        "{} deadlines",
+        held.deadlines.len()
+    );
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! One measured request over the recorder's own HTTP/1.1 client (`--client own`, see
-//! [`crate::h1`]): this task writes the request. On a plain connection, kept alive or new, the
+//! [`crate::h1`]): this task writes the request (in a closed loop, the stream reader writes
+//! the requests that follow it on the same connection, `stream_reader.rs`). On a plain connection, kept alive or new, the
 //! stream reader ([`crate::reader`]) then reads the whole response, head and body, and gives
 //! back to this task only what it does not read (an error's body, a refusal, a stale
 //! connection's retry). Otherwise (TLS, a request the socket did not take whole at once, a

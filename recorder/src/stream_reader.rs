@@ -77,19 +77,24 @@ pub(super) async fn run_on_reader(
         tenant.unwatchable(ctx, &gone);
         tenant.hand_back();
     }
-    let returned = tokio::select! {
+    let (returned, cancelled) = tokio::select! {
         biased;
-        returned = &mut back => returned.ok(),
+        returned = &mut back => (returned.ok(), false),
         _ = cancel => {
             reader.cancel(key);
             // Comes back from the reader at its next wake-up; the bound is only for a reader
             // that died.
             let returned = tokio::time::timeout(CANCEL_LIMIT, &mut back).await;
-            returned.ok().and_then(Result::ok)
+            (returned.ok().and_then(Result::ok), true)
         }
     };
     match returned {
-        Some(streaming) => streaming.finish(pool),
+        Some(streaming) => match streaming.finish(pool) {
+            // Handed back unfinished just as the cancel came: the request ends here, as
+            // cancelled (its task must not wait on the spent cancel again).
+            OnReader::Back(state, ..) if cancelled => OnReader::Done(state, false),
+            finished => finished,
+        },
         // Dropped unanswered: the reader thread died holding the response.
         None => {
             let meta = match in_flight {
