@@ -138,16 +138,22 @@ fn dropping_every_handle_keeps_the_records_without_an_index() {
     );
 }
 
-#[test]
-fn backpressure_is_counted_and_reported() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("bp.trace");
+/// A writer whose channel holds one message and which writes a block per record: senders
+/// find it full at once.
+fn one_slot_writer(path: &Path) -> TraceWriter {
     let config = WriterConfig {
         channel_capacity: 1,
         block_target_bytes: 1,
         ..Default::default()
     };
-    let writer = TraceWriter::create(&path, header(), &Manifest::default(), config).unwrap();
+    TraceWriter::create(path, header(), &Manifest::default(), config).unwrap()
+}
+
+#[test]
+fn backpressure_is_counted_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bp.trace");
+    let writer = one_slot_writer(&path);
     let sender = writer.sender();
     let records = synthetic::requests(3, 200, 50, true);
     for r in &records {
@@ -165,12 +171,7 @@ fn backpressure_is_counted_and_reported() {
 fn a_record_a_full_channel_refuses_comes_back_whole_and_nothing_waits() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("try.trace");
-    let config = WriterConfig {
-        channel_capacity: 1,
-        block_target_bytes: 1,
-        ..Default::default()
-    };
-    let writer = TraceWriter::create(&path, header(), &Manifest::default(), config).unwrap();
+    let writer = one_slot_writer(&path);
     let sender = writer.sender();
     let records = synthetic::requests(4, 200, 50, true);
     let packed: Vec<PackedRecord> = records.iter().cloned().map(PackedRecord::from).collect();
