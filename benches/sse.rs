@@ -15,7 +15,7 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use tokentrace_format::{mono_now_ns, Channel, ChunkRecord, PackedChunks};
 use tokentrace_sse::classify::{classify, classify_general, Classified, OutputSink};
-use tokentrace_sse::parser::SseParser;
+use tokentrace_sse::parser::{SseEvent, SseParser};
 
 /// A vLLM-style chat stream: role, `n` content events with continuous usage, usage, [DONE].
 fn chat_stream(n: usize) -> Vec<u8> {
@@ -164,18 +164,30 @@ impl StreamParse {
             sink,
             chunks,
         } = self;
+        let mut take = |e: SseEvent<'_>, classified: Option<Classified>| {
+            let mut chunk = ChunkRecord::unclassified(arrival_ns, read_index as u32, e.wire_bytes);
+            if e.is_done() {
+                chunk.channel = Channel::Done;
+            } else if let Some(c) = classified {
+                chunk.channel = c.channel;
+                chunk.text_len = c.text_len;
+                chunk.tokens = c.usage.and_then(|u| u.completion_tokens);
+            }
+            chunks.push(chunk);
+        };
+        // As the recorder reads a body run: the stream's template first, the parser if not.
+        if let Some((e, c)) = parser.whole_known_event(read, sink) {
+            take(e, Some(c));
+            return;
+        }
         parser
             .feed(read, |e| {
-                let mut chunk =
-                    ChunkRecord::unclassified(arrival_ns, read_index as u32, e.wire_bytes);
-                if e.is_done() {
-                    chunk.channel = Channel::Done;
-                } else if let Ok(c) = classify(e.data, sink) {
-                    chunk.channel = c.channel;
-                    chunk.text_len = c.text_len;
-                    chunk.tokens = c.usage.and_then(|u| u.completion_tokens);
-                }
-                chunks.push(chunk);
+                let classified = if e.is_done() {
+                    None
+                } else {
+                    classify(e.data, sink).ok()
+                };
+                take(e, classified);
             })
             .unwrap();
     }

@@ -131,6 +131,18 @@ pub fn classify(data: &[u8], sink: &mut OutputSink) -> Result<Classified, serde_
     Ok(decide(scan))
 }
 
+/// Classify `line`, the rest of a `data:` line, by the stream's last event alone: Some when
+/// it matches that event outside the values the classification reads, and holds no line
+/// break. It is then one whole event's data, classified as [`classify_event`] classifies it
+/// (no `event:` field), and it was read once: the line's end need not be looked for first.
+/// None changes nothing; the bytes go through the parser and [`classify_event`] as usual.
+#[inline]
+pub fn classify_line(line: &[u8], sink: &mut OutputSink) -> Option<Classified> {
+    let mut scan = Scan::default();
+    fast::scan_one_line(line, &mut scan, sink).ok()?;
+    Some(decide(scan))
+}
+
 /// Whether an event's data is the OpenAI end-of-stream sentinel `[DONE]`.
 pub fn is_done(data: &[u8]) -> bool {
     data.trim_ascii() == b"[DONE]"

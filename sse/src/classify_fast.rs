@@ -50,13 +50,28 @@ pub(crate) struct Segment {
 /// byte gives (the reasons are on [`Template`]).
 #[inline]
 pub(crate) fn scan(data: &[u8], scan: &mut Scan, sink: &mut OutputSink) -> R<()> {
+    scan_as(data, scan, sink, false)
+}
+
+/// [`scan`] by the template alone, and only of an event with no line break in it (`one_line`
+/// on [`Template::replay`]); Err (the event is not such a match) leaves `scan` and `sink` as
+/// they were.
+#[inline]
+pub(crate) fn scan_one_line(data: &[u8], scan: &mut Scan, sink: &mut OutputSink) -> R<()> {
+    scan_as(data, scan, sink, true)
+}
+
+#[inline(always)]
+fn scan_as(data: &[u8], scan: &mut Scan, sink: &mut OutputSink, one_line: bool) -> R<()> {
     let mut scratch = std::mem::take(&mut sink.scratch);
     scratch.clear();
     let (result, segments, count) = {
         let template = &mut sink.template;
         let mut cur = Cursor::new(data, &mut scratch, &mut sink.holes);
-        let result = if template.replay(&mut cur, scan) {
+        let result = if template.replay(&mut cur, scan, one_line) {
             Ok(())
+        } else if one_line {
+            Err(Bail)
         } else {
             // What the replay may have left: its segments, its scratch text.
             cur = Cursor::new(data, cur.scratch, cur.holes);

@@ -188,6 +188,9 @@ pub(crate) struct Template {
     /// of them: `bytes[..head]` (0: none).
     head: usize,
     whole: bool,
+    /// No line break in `bytes`: an event that matches it with no whitespace at the start of
+    /// a hole holds none either (see [`Template::replay`]).
+    one_line: bool,
     /// What the scan found outside the holes (text lengths zero).
     scan: Scan,
     /// Events that matched (for the tests to see the replay happen).
@@ -225,23 +228,38 @@ impl Template {
     /// prompt's token count, a zero cached count) is then folded into the template's bytes:
     /// compared with the pieces around it instead of read. When it changes after all, the
     /// event does not match and is scanned whole.
-    pub(crate) fn replay(&mut self, cur: &mut Cursor<'_, '_>, scan: &mut Scan) -> bool {
-        if !self.whole {
+    ///
+    /// `one_line`: match only an event that holds no line break (`\n` or `\r`), so that bytes
+    /// read as one SSE line are known to be one without looking for its end. The template's
+    /// bytes must hold none, and no hole may start with whitespace: a hole's value (a string,
+    /// which refuses control bytes, a number, or `null`) holds none, and whitespace can only
+    /// come before it.
+    pub(crate) fn replay(
+        &mut self,
+        cur: &mut Cursor<'_, '_>,
+        scan: &mut Scan,
+        one_line: bool,
+    ) -> bool {
+        if !self.whole || (one_line && !self.one_line) {
             return false;
         }
         let data = cur.data;
         let mut usage = self.scan.usage;
         let (mut pos, mut lit) = (0, 0);
-        // Holes to fold: bit k for hole k.
-        let mut fold = 0u32;
+        // Where each hole's value was; the values are remembered only once the whole event
+        // matched, so that an event that does not match changes nothing.
+        let mut spans = [(0u32, 0u32); MAX_HOLES];
         let holes = &self.holes[..self.holes_len];
-        for (k, (&(at, hole), last)) in holes.iter().zip(self.last.iter_mut()).enumerate() {
+        for (&(at, hole), span) in holes.iter().zip(spans.iter_mut()) {
             let at = at as usize;
             let piece = &self.bytes[lit..at];
             if !data[pos..].starts_with(piece) {
                 return false;
             }
             let start = pos + piece.len();
+            if one_line && matches!(data.get(start), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+                return false;
+            }
             cur.pos = start;
             match hole {
                 Hole::Text { kind, kept } => {
@@ -260,14 +278,29 @@ impl Template {
                     }
                 }
             }
-            if !matches!(hole, Hole::Text { .. }) && last.same_as_before(data, start, cur.pos) {
-                fold |= 1 << k;
-            }
+            *span = match (u32::try_from(start), u32::try_from(cur.pos)) {
+                (Ok(start), Ok(end)) => (start, end),
+                _ => return false,
+            };
             pos = cur.pos;
             lit = at;
         }
         if data[pos..] != self.bytes[lit..] {
             return false;
+        }
+        // Holes to fold: bit k for hole k.
+        let mut fold = 0u32;
+        for (k, ((&(_, hole), last), &(start, end))) in holes
+            .iter()
+            .zip(self.last.iter_mut())
+            .zip(&spans)
+            .enumerate()
+        {
+            if !matches!(hole, Hole::Text { .. })
+                && last.same_as_before(data, start as usize, end as usize)
+            {
+                fold |= 1 << k;
+            }
         }
         *scan = Scan { usage, ..self.scan };
         if fold != 0 {
@@ -313,6 +346,8 @@ impl Template {
             }
         }
         bytes.extend_from_slice(&self.bytes[lit..]);
+        // A folded value may have had whitespace before it.
+        self.one_line = memchr::memchr2(b'\n', b'\r', &bytes).is_none();
         self.bytes = bytes;
         self.holes_len = kept;
         self.scan.usage = usage;
@@ -339,6 +374,7 @@ impl Template {
             self.last = [Last::default(); MAX_HOLES];
             self.head = head;
             self.whole = true;
+            self.one_line = memchr::memchr2(b'\n', b'\r', &self.bytes).is_none();
             self.scan = *scan;
         } else if head > 0 && head <= MAX_HEAD {
             self.bytes.clear();

@@ -508,6 +508,76 @@ mod fast_matches_serde {
             same_as_serde_event_by_event(&shape, variants)?;
         }
 
+        /// Events of one shape, each framed as `data: …\n\n` in a read of its own (as a
+        /// server that sends each event as an HTTP chunk hands them over), now and then with a
+        /// line break or a blank put anywhere, a multi-line event, or another event's start:
+        /// taken whole by the template where it can (`whole_known_event`) and fed to the
+        /// parser otherwise, they give exactly the events, classifications, wire sizes and
+        /// running output that the parser and `classify_event` give for every one.
+        #[test]
+        fn events_taken_whole_by_the_template_are_the_parsers(
+            shape in event(),
+            variants in prop::collection::vec(
+                (
+                    prop::collection::vec(text(), 6),
+                    prop::collection::vec(
+                        prop_oneof![3 => Just(json!(7)), 1 => count()],
+                        6,
+                    ),
+                    prop::option::weighted(0.3, (any::<prop::sample::Index>(), 0usize..12)),
+                ),
+                1..16,
+            )
+        ) {
+            use super::super::{classify_event, Classified};
+            use crate::parser::SseParser;
+            const BREAKS: [&[u8]; 6] = [b"\n", b"\r", b" \n", b"\r\n", b"\n\ndata: ", b"\ndata: "];
+            type Seen = Vec<(Vec<u8>, u32, Option<Classified>)>;
+            let (mut parser, mut reference) = (SseParser::default(), SseParser::default());
+            let (mut sink, mut reference_sink) = (OutputSink::new(true), OutputSink::new(true));
+            for (texts, counts, line_break) in variants {
+                let mut event = shape.clone();
+                refill(&mut event, None, &mut texts.into_iter().cycle(), &mut counts.into_iter().cycle());
+                let mut data = serde_json::to_vec(&event).unwrap();
+                if let Some((at, which)) = line_break {
+                    // Half of them just before a value (after a key's colon), where a hole
+                    // of the template starts.
+                    let colons: Vec<usize> = (0..data.len()).filter(|&i| data[i] == b':').map(|i| i + 1).collect();
+                    let at = if which % 2 == 0 && !colons.is_empty() {
+                        colons[at.index(colons.len())]
+                    } else {
+                        at.index(data.len() + 1)
+                    };
+                    data.splice(at..at, BREAKS[which % BREAKS.len()].iter().copied());
+                }
+                let mut wire = b"data: ".to_vec();
+                wire.extend_from_slice(&data);
+                wire.extend_from_slice(b"\n\n");
+
+                let mut expected: Seen = Vec::new();
+                reference.feed(&wire, |e| {
+                    let c = classify_event(e.data, e.event_type, &mut reference_sink).ok();
+                    expected.push((e.data.to_vec(), e.wire_bytes, c));
+                }).unwrap();
+                let mut seen: Seen = Vec::new();
+                if let Some((e, c)) = parser.whole_known_event(&wire, &mut sink) {
+                    seen.push((e.data.to_vec(), e.wire_bytes, Some(c)));
+                } else {
+                    parser.feed(&wire, |e| {
+                        let c = classify_event(e.data, e.event_type, &mut sink).ok();
+                        seen.push((e.data.to_vec(), e.wire_bytes, c));
+                    }).unwrap();
+                }
+                prop_assert_eq!(&seen, &expected, "{}", String::from_utf8_lossy(&wire));
+                prop_assert_eq!(
+                    (sink.output_hash(), sink.output_bytes, &sink.captured),
+                    (reference_sink.output_hash(), reference_sink.output_bytes, &reference_sink.captured)
+                );
+                prop_assert_eq!(parser.undispatched_bytes(), reference.undispatched_bytes());
+                prop_assert_eq!(parser.has_pending(), reference.has_pending());
+            }
+        }
+
         #[test]
         fn never_accepts_what_serde_refuses(event in event(), cut in any::<prop::sample::Index>(),
                                             byte in any::<u8>(), mode in 0u8..3) {
@@ -706,4 +776,65 @@ fn a_count_that_stays_is_folded_and_a_change_is_still_read() {
         (Some(70), Some(6), Some(0))
     );
     assert_eq!(sink.template.replayed, 4);
+}
+
+/// A stream of one shape is taken whole by its template from its second event on; an event
+/// whose data spans lines, or a line break before a value, never is, and the parser then
+/// gives what it always gave.
+#[test]
+fn the_template_takes_one_line_events_whole_and_nothing_else() {
+    use crate::parser::SseParser;
+    let event = |text: &str, n: u32| {
+        format!(
+            "data: {{\"id\":\"c\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{text}\"}}}}],\"usage\":{{\"prompt_tokens\":3,\"completion_tokens\":{n}}}}}\n\n"
+        )
+    };
+    let mut parser = SseParser::default();
+    let mut sink = OutputSink::new(false);
+    let first = event("a", 1);
+    assert!(
+        parser
+            .whole_known_event(first.as_bytes(), &mut sink)
+            .is_none(),
+        "no template before the first event"
+    );
+    parser
+        .feed(first.as_bytes(), |e| {
+            classify_event(e.data, e.event_type, &mut sink).unwrap();
+        })
+        .unwrap();
+    let second = event("bc", 2);
+    let (e, c) = parser
+        .whole_known_event(second.as_bytes(), &mut sink)
+        .expect("the second event matches the first outside its values");
+    assert_eq!(
+        (e.wire_bytes as usize, c.channel),
+        (second.len(), Channel::Content)
+    );
+    assert_eq!(c.usage.and_then(|u| u.completion_tokens), Some(2));
+    assert_eq!(sink.output_hash(), xxhash_rust::xxh3::xxh3_64(b"abc"));
+
+    // A blank then a line break before a value: valid JSON, one line to the template's
+    // eye, but two lines to SSE.
+    let broken = event("d", 3).replace("\"content\":", "\"content\": \n");
+    assert!(parser
+        .whole_known_event(broken.as_bytes(), &mut sink)
+        .is_none());
+    // An event that spans two `data:` lines, its data joined by a line break, becomes the
+    // template when it classifies; the template then holds a line break and takes nothing.
+    let spanning = "data: {\"choices\":[{\"delta\":{\"content\":\"e\"}}],\ndata: \"x\":1}\n\n";
+    parser
+        .feed(spanning.as_bytes(), |e| {
+            assert_eq!(
+                classify_event(e.data, e.event_type, &mut sink)
+                    .unwrap()
+                    .channel,
+                Channel::Content
+            );
+        })
+        .unwrap();
+    let again = "data: {\"choices\":[{\"delta\":{\"content\":\"f\"}}],\n\"x\":1}\n\n";
+    assert!(parser
+        .whole_known_event(again.as_bytes(), &mut sink)
+        .is_none());
 }

@@ -7,6 +7,7 @@
 //! once). Comments (`:` lines) are skipped, several `data:` lines join with `\n`, and a line longer
 //! than the limit stops the stream with [`SseError::Oversize`].
 
+use crate::classify::{classify_line, Classified, OutputSink};
 use memchr::memchr2;
 
 /// Default limit of one line (and of one event's joined data): 1 MiB.
@@ -142,6 +143,44 @@ impl SseParser {
             input = &input[pos + term_len..];
         }
         Ok(())
+    }
+
+    /// `input` as exactly one event of a stream's usual shape, `data: …\n\n` with the parser
+    /// between events, when the stream's last event classifies its data by itself
+    /// ([`classify_line`], which also vouches that the line holds no line break): the event
+    /// and its classification, the parser left as feeding `input` would leave it. This reads
+    /// the event's bytes once, where [`SseParser::feed`] looks for the line's end before the
+    /// classification reads them. None: `input` is not such an event; feed it.
+    ///
+    /// A server that frames each event as its own HTTP chunk (vLLM, SGLang, llama.cpp) hands
+    /// the recorder exactly these bytes for nearly every event.
+    #[inline]
+    pub fn whole_known_event<'a>(
+        &mut self,
+        input: &'a [u8],
+        sink: &mut OutputSink,
+    ) -> Option<(SseEvent<'a>, Classified)> {
+        let between_events = self.partial.is_empty()
+            && !self.has_data
+            && self.event_type.is_empty()
+            && self.wire_bytes == 0
+            && !self.after_cr;
+        if !between_events {
+            return None;
+        }
+        let line = input.strip_suffix(b"\n\n")?;
+        if line.len() > self.limit {
+            return None;
+        }
+        let value = line.strip_prefix(b"data:")?;
+        let value = value.strip_prefix(b" ").unwrap_or(value);
+        let classified = classify_line(value, sink)?;
+        let event = SseEvent {
+            data: value,
+            event_type: &[],
+            wire_bytes: u32::try_from(input.len()).unwrap_or(u32::MAX),
+        };
+        Some((event, classified))
     }
 
     /// The common event, `data: …\n\n` whole inside this read with nothing of an event before
