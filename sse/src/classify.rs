@@ -59,9 +59,17 @@ pub struct Classified {
     pub logprob_tokens: Option<u32>,
 }
 
+/// Most output text held back from the hasher (bytes).
+const PENDING: usize = 64;
+
 /// Per-request state the classifier updates: the running output hash and optional capture.
 pub struct OutputSink {
     hasher: Xxh3,
+    /// Text not yet given to `hasher`: a few events' worth, so the hasher is called once for
+    /// many events (an event holds a few bytes; the call cost more than they do). The hash of
+    /// the whole text does not depend on how it is cut into updates.
+    pending: [u8; PENDING],
+    pending_len: u8,
     /// Total output text bytes so far.
     pub output_bytes: u64,
     capture: bool,
@@ -80,6 +88,8 @@ impl OutputSink {
     pub fn new(capture: bool) -> OutputSink {
         OutputSink {
             hasher: Xxh3::new(),
+            pending: [0; PENDING],
+            pending_len: 0,
             output_bytes: 0,
             capture,
             captured: String::new(),
@@ -91,12 +101,30 @@ impl OutputSink {
 
     /// xxh3 of all output text seen so far.
     pub fn output_hash(&self) -> u64 {
-        self.hasher.digest()
+        let pending = &self.pending[..usize::from(self.pending_len)];
+        if pending.is_empty() {
+            return self.hasher.digest();
+        }
+        let mut hasher = self.hasher.clone();
+        hasher.update(pending);
+        hasher.digest()
     }
 
     /// Take one text field's bytes, which the caller has checked are UTF-8.
     pub(crate) fn take_text(&mut self, text: &[u8]) {
-        self.hasher.update(text);
+        let held = usize::from(self.pending_len);
+        if held + text.len() > PENDING {
+            self.hasher.update(&self.pending[..held]);
+            self.pending_len = 0;
+        }
+        let held = usize::from(self.pending_len);
+        if text.len() > PENDING {
+            self.hasher.update(text);
+        } else {
+            self.pending[held..held + text.len()].copy_from_slice(text);
+            // Fits: at most PENDING, below 256.
+            self.pending_len = (held + text.len()) as u8;
+        }
         self.output_bytes += text.len() as u64;
         if self.capture {
             self.captured

@@ -117,7 +117,9 @@ const LAST_MAX: usize = 16;
 struct Last {
     /// 0: none remembered (a hole's value is never empty).
     len: u8,
-    word: u128,
+    /// The word's bytes: a `u128` field would align the whole entry to 16 bytes and double
+    /// it (the table is per open stream, and read on every replay).
+    word: [u8; LAST_MAX],
     /// Replays in a row in which the value changed.
     changes: u8,
 }
@@ -156,6 +158,7 @@ impl Last {
                 .rev()
                 .fold(0, |word, &b| word << 8 | u128::from(b)),
         };
+        let word = word.to_le_bytes();
         if usize::from(self.len) == len && self.word == word {
             return true;
         }
@@ -170,7 +173,7 @@ impl Last {
 
     /// The value remembered.
     fn bytes(&self) -> Vec<u8> {
-        self.word.to_le_bytes()[..usize::from(self.len)].to_vec()
+        self.word[..usize::from(self.len)].to_vec()
     }
 }
 
@@ -183,6 +186,9 @@ pub(crate) struct Template {
     holes: [(u32, Hole); MAX_HOLES],
     /// Each count and number hole's value in the last event replayed.
     last: [Last; MAX_HOLES],
+    /// The count and number holes still watched for a value that stays (bit k for hole k):
+    /// not those that changed [`CHANGING`] times in a row, so a replay does not look at them.
+    watched: u32,
     holes_len: usize,
     /// The leading top-level fields the classification ignores, up to the comma after the last
     /// of them: `bytes[..head]` (0: none).
@@ -290,16 +296,16 @@ impl Template {
         }
         // Holes to fold: bit k for hole k.
         let mut fold = 0u32;
-        for (k, ((&(_, hole), last), &(start, end))) in holes
-            .iter()
-            .zip(self.last.iter_mut())
-            .zip(&spans)
-            .enumerate()
-        {
-            if !matches!(hole, Hole::Text { .. })
-                && last.same_as_before(data, start as usize, end as usize)
-            {
+        let mut watch = self.watched;
+        while watch != 0 {
+            let k = watch.trailing_zeros() as usize;
+            watch &= watch - 1;
+            let (start, end) = spans[k];
+            let last = &mut self.last[k];
+            if last.same_as_before(data, start as usize, end as usize) {
                 fold |= 1 << k;
+            } else if last.changes >= CHANGING {
+                self.watched &= !(1 << k);
             }
         }
         *scan = Scan { usage, ..self.scan };
@@ -330,6 +336,7 @@ impl Template {
         }
         let mut bytes = Vec::with_capacity(self.bytes.len() + folded);
         let mut kept = 0;
+        let mut watched = 0;
         let mut lit = 0;
         for k in 0..self.holes_len {
             let (at, hole) = self.holes[k];
@@ -342,6 +349,9 @@ impl Template {
                 // Fits: the offset is at most the template's length, which MAX_TEMPLATE bounds.
                 self.holes[kept] = (bytes.len() as u32, hole);
                 self.last[kept] = last;
+                if !matches!(hole, Hole::Text { .. }) && last.changes < CHANGING {
+                    watched |= 1 << kept;
+                }
                 kept += 1;
             }
         }
@@ -350,6 +360,7 @@ impl Template {
         self.one_line = memchr::memchr2(b'\n', b'\r', &bytes).is_none();
         self.bytes = bytes;
         self.holes_len = kept;
+        self.watched = watched;
         self.scan.usage = usage;
     }
 
@@ -372,6 +383,11 @@ impl Template {
             self.bytes.extend_from_slice(&data[from..]);
             self.holes_len = spans.len();
             self.last = [Last::default(); MAX_HOLES];
+            self.watched = spans
+                .iter()
+                .enumerate()
+                .filter(|(_, (_, _, hole))| !matches!(hole, Hole::Text { .. }))
+                .fold(0, |watched, (k, _)| watched | 1 << k);
             self.head = head;
             self.whole = true;
             self.one_line = memchr::memchr2(b'\n', b'\r', &self.bytes).is_none();

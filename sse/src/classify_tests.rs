@@ -778,6 +778,32 @@ fn a_count_that_stays_is_folded_and_a_change_is_still_read() {
     assert_eq!(sink.template.replayed, 4);
 }
 
+/// After a fold, the counts left as holes are still watched: one that then stays the same is
+/// folded too.
+#[test]
+fn counts_left_after_a_fold_are_still_folded_when_they_stay() {
+    let event = |text: &str, completion: u32| {
+        format!(
+            r#"{{"choices":[{{"delta":{{"content":"{text}"}}}}],"usage":{{"prompt_tokens":7,"total_tokens":{},"completion_tokens":{completion}}}}}"#,
+            7 + completion
+        )
+    };
+    let mut sink = OutputSink::new(false);
+    for (text, completion) in [("a", 1), ("b", 2), ("c", 3)] {
+        classify(event(text, completion).as_bytes(), &mut sink).unwrap();
+    }
+    // The prompt count is folded; the text, `total_tokens` and the completion count are left.
+    assert_eq!(sink.template.holes(), 3);
+    for (text, completion) in [("d", 4), ("e", 4)] {
+        let c = classify(event(text, completion).as_bytes(), &mut sink).unwrap();
+        assert_eq!(c.usage.and_then(|u| u.completion_tokens), Some(completion));
+    }
+    // The completion count and the total stayed the same in two replays in a row.
+    assert_eq!(sink.template.holes(), 1);
+    let c = classify(event("f", 5).as_bytes(), &mut sink).unwrap();
+    assert_eq!(c.usage.and_then(|u| u.completion_tokens), Some(5));
+}
+
 /// A stream of one shape is taken whole by its template from its second event on; an event
 /// whose data spans lines, or a line break before a value, never is, and the parser then
 /// gives what it always gave.
@@ -837,4 +863,22 @@ fn the_template_takes_one_line_events_whole_and_nothing_else() {
     assert!(parser
         .whole_known_event(again.as_bytes(), &mut sink)
         .is_none());
+}
+
+proptest::proptest! {
+    /// Text held back from the hasher changes nothing: after every piece, of any length on
+    /// either side of what is held, the hash is xxh3 of all the text so far.
+    #[test]
+    fn the_output_hash_is_of_all_the_text_however_it_came(
+        pieces in proptest::collection::vec(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..150), 0..40)
+    ) {
+        let mut sink = OutputSink::new(false);
+        let mut all = Vec::new();
+        for piece in pieces {
+            sink.take_text(&piece);
+            all.extend_from_slice(&piece);
+            proptest::prop_assert_eq!(sink.output_hash(), xxhash_rust::xxh3::xxh3_64(&all));
+            proptest::prop_assert_eq!(sink.output_bytes, all.len() as u64);
+        }
+    }
 }
