@@ -177,6 +177,20 @@ impl Last {
     }
 }
 
+/// Whether the whitespace at `data[start..]`, before a hole's value, holds a line break.
+#[inline]
+fn line_break_before_value(data: &[u8], start: usize) -> bool {
+    let mut at = start;
+    while let Some(&byte) = data.get(at) {
+        match byte {
+            b' ' | b'\t' => at += 1,
+            b'\n' | b'\r' => return true,
+            _ => return false,
+        }
+    }
+    false
+}
+
 /// Per stream: the last event scanned whole, as its bytes outside the holes, or only its head.
 #[derive(Default)]
 pub(crate) struct Template {
@@ -237,9 +251,10 @@ impl Template {
     ///
     /// `one_line`: match only an event that holds no line break (`\n` or `\r`), so that bytes
     /// read as one SSE line are known to be one without looking for its end. The template's
-    /// bytes must hold none, and no hole may start with whitespace: a hole's value (a string,
-    /// which refuses control bytes, a number, or `null`) holds none, and whitespace can only
-    /// come before it.
+    /// bytes must hold none, and so must the whitespace a hole may start with (Python's
+    /// `json.dumps` puts a blank after every colon): a hole's value (a string, which refuses
+    /// control bytes, a number, or `null`) holds none, and whitespace can only come before
+    /// it.
     pub(crate) fn replay(
         &mut self,
         cur: &mut Cursor<'_, '_>,
@@ -263,7 +278,7 @@ impl Template {
                 return false;
             }
             let start = pos + piece.len();
-            if one_line && matches!(data.get(start), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            if one_line && line_break_before_value(data, start) {
                 return false;
             }
             cur.pos = start;

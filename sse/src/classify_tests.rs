@@ -508,7 +508,7 @@ mod fast_matches_serde {
             same_as_serde_event_by_event(&shape, variants)?;
         }
 
-        /// Events of one shape, each framed as `data: …\n\n` in a read of its own (as a
+        /// Events of one shape, each framed as `data: …\n\n` or with CRLF in a read of its own (as a
         /// server that sends each event as an HTTP chunk hands them over), now and then with a
         /// line break or a blank put anywhere, a multi-line event, or another event's start:
         /// taken whole by the template where it can (`whole_known_event`) and fed to the
@@ -524,18 +524,20 @@ mod fast_matches_serde {
                         prop_oneof![3 => Just(json!(7)), 1 => count()],
                         6,
                     ),
-                    prop::option::weighted(0.3, (any::<prop::sample::Index>(), 0usize..12)),
+                    prop::option::weighted(0.3, (any::<prop::sample::Index>(), 0usize..16)),
+                    any::<bool>(),
                 ),
                 1..16,
             )
         ) {
             use super::super::{classify_event, Classified};
             use crate::parser::SseParser;
-            const BREAKS: [&[u8]; 6] = [b"\n", b"\r", b" \n", b"\r\n", b"\n\ndata: ", b"\ndata: "];
+            // Line breaks and blanks; a blank alone is no line break and may be taken whole.
+            const BREAKS: [&[u8]; 8] = [b"\n", b"\r", b" \n", b"\r\n", b"\n\ndata: ", b"\ndata: ", b" ", b" \t "];
             type Seen = Vec<(Vec<u8>, u32, Option<Classified>)>;
             let (mut parser, mut reference) = (SseParser::default(), SseParser::default());
             let (mut sink, mut reference_sink) = (OutputSink::new(true), OutputSink::new(true));
-            for (texts, counts, line_break) in variants {
+            for (texts, counts, line_break, crlf) in variants {
                 let mut event = shape.clone();
                 refill(&mut event, None, &mut texts.into_iter().cycle(), &mut counts.into_iter().cycle());
                 let mut data = serde_json::to_vec(&event).unwrap();
@@ -552,7 +554,7 @@ mod fast_matches_serde {
                 }
                 let mut wire = b"data: ".to_vec();
                 wire.extend_from_slice(&data);
-                wire.extend_from_slice(b"\n\n");
+                wire.extend_from_slice(if crlf { b"\r\n\r\n" } else { b"\n\n" });
 
                 let mut expected: Seen = Vec::new();
                 reference.feed(&wire, |e| {
@@ -839,10 +841,16 @@ fn the_template_takes_one_line_events_whole_and_nothing_else() {
     );
     assert_eq!(c.usage.and_then(|u| u.completion_tokens), Some(2));
     assert_eq!(sink.output_hash(), xxhash_rust::xxh3::xxh3_64(b"abc"));
+    // CRLF line ends, as sse-starlette (llama-cpp-python) sends them.
+    let crlf = event("d", 3).replace("\n\n", "\r\n\r\n");
+    let (e, c) = parser
+        .whole_known_event(crlf.as_bytes(), &mut sink)
+        .expect("CRLF line ends are taken whole too");
+    assert_eq!((e.wire_bytes as usize, c.text_len), (crlf.len(), 1));
 
     // A blank then a line break before a value: valid JSON, one line to the template's
     // eye, but two lines to SSE.
-    let broken = event("d", 3).replace("\"content\":", "\"content\": \n");
+    let broken = event("e", 4).replace("\"content\":", "\"content\": \n");
     assert!(parser
         .whole_known_event(broken.as_bytes(), &mut sink)
         .is_none());
@@ -863,6 +871,25 @@ fn the_template_takes_one_line_events_whole_and_nothing_else() {
     assert!(parser
         .whole_known_event(again.as_bytes(), &mut sink)
         .is_none());
+
+    // Python's `json.dumps` puts a blank after every colon and comma (llama-cpp-python): the
+    // blank before a value is no line break.
+    let spaced = |text: &str, n: u32| {
+        format!(
+            "data: {{\"id\": \"c\", \"choices\": [{{\"index\": 0, \"delta\": {{\"content\": \"{text}\"}}}}], \"usage\": {{\"prompt_tokens\": 3, \"completion_tokens\": {n}}}}}\n\n"
+        )
+    };
+    let (mut parser, mut sink) = (SseParser::default(), OutputSink::new(false));
+    let first = spaced("a", 1);
+    parser
+        .feed(first.as_bytes(), |e| {
+            classify_event(e.data, e.event_type, &mut sink).unwrap();
+        })
+        .unwrap();
+    let (_, c) = parser
+        .whole_known_event(spaced("bc", 2).as_bytes(), &mut sink)
+        .expect("blanks before values are taken whole");
+    assert_eq!(c.usage.and_then(|u| u.completion_tokens), Some(2));
 }
 
 proptest::proptest! {

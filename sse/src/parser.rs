@@ -145,7 +145,8 @@ impl SseParser {
         Ok(())
     }
 
-    /// `input` as exactly one event of a stream's usual shape, `data: …\n\n` with the parser
+    /// `input` as exactly one event of a stream's usual shape, `data: …\n\n` (or with CRLF line
+    /// ends) with the parser
     /// between events, when the stream's last event classifies its data by itself
     /// ([`classify_line`], which also vouches that the line holds no line break): the event
     /// and its classification, the parser left as feeding `input` would leave it. This reads
@@ -168,7 +169,10 @@ impl SseParser {
         if !between_events {
             return None;
         }
-        let line = input.strip_suffix(b"\n\n")?;
+        // LF line ends (vLLM, SGLang, llama.cpp) or CRLF (sse-starlette: llama-cpp-python).
+        let line = input
+            .strip_suffix(b"\n\n")
+            .or_else(|| input.strip_suffix(b"\r\n\r\n"))?;
         if line.len() > self.limit {
             return None;
         }
