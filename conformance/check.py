@@ -164,9 +164,13 @@ def cmd_stream(a, res):
     # the requests their tasks sent.
     health = (trace['run_end'] or {}).get('client_health', {})
     chained = health.get('reader_sent_requests', 'no count of')
+    # How many events the stream's template took whole, without the parser's search for the
+    # line's end; the payload match below holds for them as for the others.
+    whole = health.get('events_read_whole', 'no count of')
     res.row('requests-ok', bool(measured) and not bad and len(measured) == a.expect,
             f'{n_ok}/{len(measured)} ok (planned {a.expect}) · {resent} resent after a stale '
-            f'keep-alive connection · {chained} sent by the stream reader', bad)
+            f'keep-alive connection · {chained} sent by the stream reader · {whole} events '
+            f'read whole', bad)
 
     # 2. Match trace requests with tap exchanges by the exact sequence of event payloads
     #    (every engine puts a unique completion id in each event), independent of how the

@@ -247,11 +247,26 @@ fn in_a_closed_loop_the_stream_reader_sends_the_next_request_itself() {
         (&closed, "hyper", 0),
         (&open, "own", 0),
     ];
+    // Events the template took whole, per client of the closed loop: the same for all.
+    let mut read_whole = Vec::new();
     for (args, client, reader_sent) in cases {
         let out = dir.path().join(format!("{client}-{reader_sent}.ttrace"));
         let (reader, records) = record_ok(&server.base_url(), &out, &with_client(args, client));
         let health = &reader.run_end().unwrap().client_health;
         assert_eq!(health.reader_sent_requests, Some(reader_sent), "{client}");
+        // The simulator frames each event as its own HTTP chunk: from the second content
+        // event of a response on, its template takes them whole, whichever client reads.
+        // Each response's first events, its finishing one and `[DONE]` go through the parser.
+        let whole = health.events_read_whole.unwrap();
+        let chunks: u64 = records.iter().map(|r| r.chunks.len() as u64).sum();
+        assert!(whole > 0, "{client}");
+        assert!(
+            whole <= chunks - 3 * records.len() as u64,
+            "{client}: {whole} of {chunks}"
+        );
+        if args == closed {
+            read_whole.push((client, whole));
+        }
         let mut ids: Vec<u64> = records.iter().map(|r| r.meta.id).collect();
         ids.sort_unstable();
         let total = if args == closed { 22 } else { 10 };
@@ -277,4 +292,8 @@ fn in_a_closed_loop_the_stream_reader_sends_the_next_request_itself() {
             assert_eq!(r.chunks.last().unwrap().channel, Channel::Done);
         }
     }
+    assert!(
+        read_whole.windows(2).all(|w| w[0].1 == w[1].1),
+        "the same streams, the same count whoever reads them: {read_whole:?}"
+    );
 }

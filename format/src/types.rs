@@ -459,6 +459,12 @@ pub struct ClientHealth {
     /// which `max_sched_lag_ns` watches.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reader_sent_requests: Option<u64>,
+    /// Events that their stream's template took whole from the body, without the SSE parser
+    /// looking for the line's end first: an event that is exactly one `data:` line and its
+    /// blank line, shaped as the stream's last one outside its values (docs/ARCHITECTURE.md).
+    /// What is recorded of them is what the parser's path records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events_read_whole: Option<u64>,
     /// Requests checkpointed but never given a final record when the trace was finished
     /// (format 1.2, section 4.6): readers then chain their checkpoints.
     #[serde(default, skip_serializing_if = "Option::is_none")]

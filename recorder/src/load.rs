@@ -465,6 +465,7 @@ mod tests {
             checkpoints: None,
             own: None,
             reader: None,
+            events_read_whole: Default::default(),
         };
         let prompts = PromptPlan::from_file(&config, vec![Prompt::Text("hi".into())]);
         LoadShared {

@@ -109,6 +109,7 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
         own: None,
         // Set once the trace exists, with the own client.
         reader: None,
+        events_read_whole: Default::default(),
     };
     let (prompts, calibration) = match &config.prompts {
         PromptSource::Synthetic { input_tokens } => {
@@ -178,6 +179,8 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
     ctx.checkpoints = config
         .checkpoint_every
         .map(|every| (writer.sender(), every));
+    // The calibration probes' events are not the trace's.
+    ctx.events_read_whole.store(0, Ordering::Relaxed);
     if client == ClientKind::Own {
         // The reader's copy of the context has no reader: the last handle, dropped with the
         // run's shared state below, stops the thread.
@@ -291,6 +294,7 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
         // right after its responses (docs/ENGINES.md, llama-server).
         server_closes_after_response: Some(closes.closed_after_response()),
         reader_sent_requests: Some(stats.reader_sent.load(Ordering::Relaxed)),
+        events_read_whole: Some(shared.ctx.events_read_whole.load(Ordering::Relaxed)),
         ..ClientHealth::default()
     };
     let end = RunEnd {

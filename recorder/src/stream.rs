@@ -76,6 +76,10 @@ pub struct StreamContext {
     /// task reads its own, `--client own-task`). The reader's own copy of the context has
     /// none.
     pub reader: Option<std::sync::Arc<crate::reader::Reader<StreamContext>>>,
+    /// Events of the records sealed so far that their stream's template took whole, without
+    /// the parser looking for the line's end (`SseParser::whole_known_event`;
+    /// `client_health.events_read_whole`). Shared by every copy of the context.
+    pub events_read_whole: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// A deadline this far away never fires within a run.
@@ -251,6 +255,8 @@ struct StreamState {
     /// Whether a checkpoint was handed over at all (the first one goes even without chunks:
     /// it is what keeps a request that never answered in a killed recorder's trace).
     any_checkpoint: bool,
+    /// Events the stream's template took whole (added to the context's count when sealed).
+    read_whole: u64,
 }
 
 impl StreamState {
@@ -294,6 +300,7 @@ impl StreamState {
             last_completion_tokens: None,
             checkpointed: 0,
             any_checkpoint: false,
+            read_whole: 0,
         }
     }
 
@@ -370,6 +377,8 @@ impl StreamState {
 
     /// The record of a request that has ended, as the trace gets it.
     fn sealed(self, ctx: &StreamContext) -> PackedRecord {
+        ctx.events_read_whole
+            .fetch_add(self.read_whole, std::sync::atomic::Ordering::Relaxed);
         let mut record = self.into_record();
         scrub_secrets(&ctx.headers, &mut record.meta);
         record

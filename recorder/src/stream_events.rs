@@ -39,6 +39,7 @@ impl StreamState {
             done,
             first_output,
             last_completion_tokens,
+            read_whole,
             ..
         } = self;
         let mut taker = EventTaker {
@@ -54,6 +55,7 @@ impl StreamState {
         };
         if let Some((event, classified)) = parser.whole_known_event(data, sink) {
             taker.take(event, Ok(classified), sink);
+            *read_whole += 1;
         } else {
             parser.feed(data, |event| {
                 let classified = classify_event(event.data, event.event_type, sink);
