@@ -132,12 +132,12 @@ const CHANGING: u8 = 3;
 impl Last {
     /// Whether `data[start..end]` is the value remembered; if not, remember it (or nothing,
     /// when it is longer than [`LAST_MAX`], or empty, which no value read is).
+    ///
+    /// Only for a hole still watched: one whose value changed [`CHANGING`] times in a row is
+    /// left out of the template's watched mask, and not asked again.
     #[inline]
     fn same_as_before(&mut self, data: &[u8], start: usize, end: usize) -> bool {
         let len = end - start;
-        if self.changes >= CHANGING {
-            return false;
-        }
         if len == 0 || len > LAST_MAX {
             self.changes = CHANGING;
             return false;
