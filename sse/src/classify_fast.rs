@@ -65,16 +65,17 @@ pub(crate) fn scan_one_line(data: &[u8], scan: &mut Scan, sink: &mut OutputSink)
 fn scan_as(data: &[u8], scan: &mut Scan, sink: &mut OutputSink, one_line: bool) -> R<()> {
     let mut scratch = std::mem::take(&mut sink.scratch);
     scratch.clear();
-    let (result, segments, count) = {
+    let mut segments = [Segment::default(); MAX_SEGMENTS];
+    let (result, count) = {
         let template = &mut sink.template;
-        let mut cur = Cursor::new(data, &mut scratch, &mut sink.holes);
+        let mut cur = Cursor::new(data, &mut scratch, &mut sink.holes, &mut segments);
         let result = if template.replay(&mut cur, scan, one_line) {
             Ok(())
         } else if one_line {
             Err(Bail)
         } else {
             // What the replay may have left: its segments, its scratch text.
-            cur = Cursor::new(data, cur.scratch, cur.holes);
+            cur = Cursor::new(data, cur.scratch, cur.holes, cur.segments);
             cur.scratch.clear();
             cur.pos = template.resume_at(data);
             let scanned = cur.event(scan);
@@ -83,7 +84,7 @@ fn scan_as(data: &[u8], scan: &mut Scan, sink: &mut OutputSink, one_line: bool) 
             }
             scanned.map(|_| ())
         };
-        (result, cur.segments, cur.count)
+        (result, cur.count)
     };
     if result.is_ok() {
         for seg in &segments[..count] {

@@ -30,27 +30,29 @@ pub(crate) struct Cursor<'a, 's> {
     pub(crate) data: &'a [u8],
     pub(crate) pos: usize,
     pub(crate) scratch: &'s mut Vec<u8>,
-    /// The text fields found so far: `segments[..count]`.
-    pub(crate) segments: [Segment; MAX_SEGMENTS],
+    /// The text fields found so far: `segments[..count]` (the caller's array, so that an
+    /// event's cursor neither clears nor copies it).
+    pub(crate) segments: &'s mut [Segment; MAX_SEGMENTS],
     pub(crate) count: usize,
     /// Where the scan read values (the event's template holes); only a whole scan keeps them.
     pub(crate) holes: &'s mut HoleLog,
 }
 
 impl<'a, 's> Cursor<'a, 's> {
-    /// At the start of `data`, no segments yet; text that needs unescaping goes to `scratch`,
-    /// the holes met go to `holes` (cleared here).
+    /// At the start of `data`, no segments yet (`segments` is written from its start); text
+    /// that needs unescaping goes to `scratch`, the holes met go to `holes` (cleared here).
     pub(crate) fn new(
         data: &'a [u8],
         scratch: &'s mut Vec<u8>,
         holes: &'s mut HoleLog,
+        segments: &'s mut [Segment; MAX_SEGMENTS],
     ) -> Cursor<'a, 's> {
         holes.clear();
         Cursor {
             data,
             pos: 0,
             scratch,
-            segments: [Segment::default(); MAX_SEGMENTS],
+            segments,
             count: 0,
             holes,
         }
