@@ -61,6 +61,7 @@ fn set_signals(command: &Command) {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     set_signals(&cli.command);
+    common::tune_allocator();
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Record(args) => cmd::record::run(args),

@@ -24,5 +24,6 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     // Record writes to sockets: SIGPIPE stays ignored, as for `tokentrace record`.
     common::set_signals(false);
+    common::tune_allocator();
     common::exit_code(record::run(cli.args))
 }
