@@ -3,8 +3,8 @@
 
 use std::process::ExitCode;
 
-/// Both programs allocate through mimalloc: at 2,048 streams × 2 ms it took about a tenth off
-/// the recorder's CPU per chunk, where glibc's per-thread arenas grew a few pages at a time
+/// Both programs allocate through mimalloc: at 2,048 streams × 2 ms it took about 8% off the
+/// recorder's CPU per chunk, where glibc's per-thread arenas grew a few pages at a time
 /// (about 12,000 `mprotect` calls in a run). Built without transparent huge pages, which put
 /// 2 MiB pages under a few KiB of use (docs/PERFORMANCE.md, *mimalloc for both programs*).
 #[global_allocator]
@@ -16,7 +16,7 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// Memory a thread frees goes back to the system at once rather than after mimalloc's default
 /// 10 ms. A TLS handshake's buffers are freed on the runtime's threads while the stream reader
 /// keeps allocating chunks on its own, and neither can reuse the other's free pages: held, they
-/// added about 10 KiB of peak RSS per stream at 1,024 TLS streams; purged at once, about 5.
+/// added about 10 KiB of peak RSS per stream at 1,024 TLS streams; purged at once, about 1.
 pub fn tune_allocator() {
     // SAFETY: sets one of mimalloc's integer options; any value is valid for it.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) }
