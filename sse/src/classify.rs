@@ -79,6 +79,9 @@ pub struct OutputSink {
     pub(crate) scratch: Vec<u8>,
     /// Where the fast scanner's last whole scan read values (kept here, not rebuilt per event).
     pub(crate) holes: fast::HoleLog,
+    /// The text fields of the event being scanned (`Cursor::count` says how many are its):
+    /// kept here so that no event clears or copies the array.
+    pub(crate) segments: [fast::Segment; fast::MAX_SEGMENTS],
     /// This stream's last event scanned whole, against which the fast scanner checks the next.
     pub(crate) template: fast::Template,
 }
@@ -95,6 +98,7 @@ impl OutputSink {
             captured: String::new(),
             scratch: Vec::new(),
             holes: fast::HoleLog::default(),
+            segments: [fast::Segment::default(); fast::MAX_SEGMENTS],
             template: fast::Template::default(),
         }
     }

@@ -65,10 +65,9 @@ pub(crate) fn scan_one_line(data: &[u8], scan: &mut Scan, sink: &mut OutputSink)
 fn scan_as(data: &[u8], scan: &mut Scan, sink: &mut OutputSink, one_line: bool) -> R<()> {
     let mut scratch = std::mem::take(&mut sink.scratch);
     scratch.clear();
-    let mut segments = [Segment::default(); MAX_SEGMENTS];
     let (result, count) = {
         let template = &mut sink.template;
-        let mut cur = Cursor::new(data, &mut scratch, &mut sink.holes, &mut segments);
+        let mut cur = Cursor::new(data, &mut scratch, &mut sink.holes, &mut sink.segments);
         let result = if template.replay(&mut cur, scan, one_line) {
             Ok(())
         } else if one_line {
@@ -87,7 +86,8 @@ fn scan_as(data: &[u8], scan: &mut Scan, sink: &mut OutputSink, one_line: bool) 
         (result, cur.count)
     };
     if result.is_ok() {
-        for seg in &segments[..count] {
+        for k in 0..count {
+            let seg = sink.segments[k];
             let from: &[u8] = if seg.in_scratch { &scratch } else { data };
             let text = &from[seg.start as usize..seg.end as usize];
             let slot = match seg.kind {

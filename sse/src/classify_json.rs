@@ -30,8 +30,8 @@ pub(crate) struct Cursor<'a, 's> {
     pub(crate) data: &'a [u8],
     pub(crate) pos: usize,
     pub(crate) scratch: &'s mut Vec<u8>,
-    /// The text fields found so far: `segments[..count]` (the caller's array, so that an
-    /// event's cursor neither clears nor copies it).
+    /// The text fields found so far: `segments[..count]` (the sink's array, which no event
+    /// clears or copies).
     pub(crate) segments: &'s mut [Segment; MAX_SEGMENTS],
     pub(crate) count: usize,
     /// Where the scan read values (the event's template holes); only a whole scan keeps them.
