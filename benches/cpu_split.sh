@@ -25,7 +25,10 @@ sample() {
         | grep -o "floor-child\|tokentrace-record\|tokentrace record" | head -1 || true)
       [ -n "$name" ] || continue
       # The benchmark itself names the recorder's binary in its own arguments.
-      case $(cat "/proc/$pid/comm" 2>/dev/null) in e2e* | cargo*) continue ;; esac
+      # (the floor's child is that binary too, so only the recorder's names are checked).
+      if [ "$name" != floor-child ]; then
+        case $(cat "/proc/$pid/comm" 2>/dev/null) in e2e* | cargo*) continue ;; esac
+      fi
       times=$(awk '{print $14, $15}' "/proc/$pid/stat" 2>/dev/null || true)
       [ -n "$times" ] && last["$pid $name"]=$times
       [ "$name" = floor-child ] && continue

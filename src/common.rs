@@ -10,16 +10,41 @@ use std::process::ExitCode;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// `mi_option_purge_delay` in mimalloc.h (the same number in its v2 and v3 headers).
-const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-
-/// Memory a thread frees goes back to the system at once rather than after mimalloc's default
-/// 10 ms. A TLS handshake's buffers are freed on the runtime's threads while the stream reader
-/// keeps allocating chunks on its own, and neither can reuse the other's free pages: held, they
-/// added about 10 KiB of peak RSS per stream at 1,024 TLS streams; purged at once, about 1.
+/// Has each thread of a recording's runtime hand its freed memory back to the system as it
+/// goes idle ([`tokentrace_recorder::run::on_runtime_idle`]). The threads that keep
+/// allocating (the stream reader, the trace writer) keep mimalloc's 10 ms delay before freed
+/// pages go back, so that they reuse them instead of faulting fresh ones in; a runtime thread
+/// frees a TLS handshake's buffers and may then sleep for the rest of the run, and a thread
+/// that sleeps never purges (about 10 KiB of peak RSS per stream at 1,024 TLS streams held
+/// that way; docs/PERFORMANCE.md, *The writer's buffers kept, and freed memory purged when a
+/// runtime thread goes idle*).
 pub fn tune_allocator() {
-    // SAFETY: sets one of mimalloc's integer options; any value is valid for it.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) }
+    tokentrace_recorder::run::on_runtime_idle(release_freed_memory);
+}
+
+/// At most one collection per thread in this long: a runtime thread of an open loop parks
+/// between most arrivals, and a collection walks the thread's pages.
+const COLLECT_EVERY: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// Purges the calling thread's free pages now, unless it did so less than [`COLLECT_EVERY`]
+/// ago.
+fn release_freed_memory() {
+    use std::cell::Cell;
+    use std::time::Instant;
+    thread_local! {
+        static LAST: Cell<Option<Instant>> = const { Cell::new(None) };
+    }
+    let now = Instant::now();
+    if LAST
+        .get()
+        .is_some_and(|last| now.duration_since(last) < COLLECT_EVERY)
+    {
+        return;
+    }
+    LAST.set(Some(now));
+    // SAFETY: mi_collect has no preconditions: it collects the calling thread's heap and
+    // purges what mimalloc already holds free.
+    unsafe { libmimalloc_sys::mi_collect(true) }
 }
 
 /// The error and its causes joined by ": ", leaving out a cause whose text the message before

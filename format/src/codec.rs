@@ -113,17 +113,32 @@ fn undelta(from: u64, d: i64) -> u64 {
 const LAST_LEGACY_OUTCOME: u8 = Outcome::Other as u8;
 
 /// Encodes final records (with their chunks) and the checkpoints of requests still streaming
-/// into an uncompressed block payload.
+/// into an uncompressed block payload (the writer uses [`encode_block_into`]).
+#[cfg(test)]
 pub fn encode_block(
     requests: &[PackedRecord],
     checkpoints: &[(&PackedRecord, u64)],
 ) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    encode_block_into(requests, checkpoints, &mut out)?;
+    Ok(out)
+}
+
+/// Encodes final records (with their chunks) and the checkpoints of requests still streaming
+/// into an uncompressed block payload, in `out` (cleared first), so that a writer can keep
+/// one buffer for every block: a fresh megabyte per block is a fresh set of pages for the kernel to fault in.
+pub fn encode_block_into(
+    requests: &[PackedRecord],
+    checkpoints: &[(&PackedRecord, u64)],
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
     // Sized up front (an estimate a little over the usual encoding), so the buffers rarely
     // grow by copying as the columns are written; 9 bytes is the longest varint (a
     // checkpoint's offset, the section's length).
     let section_len = encoded_estimate(checkpoints.iter().map(|c| c.0)) + 9 * checkpoints.len();
-    let mut out = Vec::with_capacity(encoded_estimate(requests.iter()) + section_len + 9);
-    encode_records(requests.iter(), &mut out)?;
+    out.clear();
+    out.reserve(encoded_estimate(requests.iter()) + section_len + 9);
+    encode_records(requests.iter(), out)?;
     // Minor 2: the checkpoint section, one byte string (a single 0 byte when empty).
     let mut section = Vec::with_capacity(section_len);
     if !checkpoints.is_empty() {
@@ -133,8 +148,8 @@ pub fn encode_block(
             &checkpoints.iter().map(|c| c.1).collect::<Vec<u64>>(),
         )?;
     }
-    put(&mut out, &section)?;
-    Ok(out)
+    put(out, &section)?;
+    Ok(())
 }
 
 /// A little more than the columns of `records` usually take: 64 bytes a request, 16 a chunk,

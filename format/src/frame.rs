@@ -153,7 +153,23 @@ pub fn decode_file_header(data: &[u8]) -> Result<(Header, usize), String> {
 
 /// Builds a whole frame (header and payload) in one buffer, ready for a single write.
 pub fn encode_frame(kind: FrameKind, codec: u8, seq: u32, raw_len: u32, payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(FRAME_HEADER_LEN + payload.len());
+    let mut out = Vec::new();
+    encode_frame_into(&mut out, kind, codec, seq, raw_len, payload);
+    out
+}
+
+/// [`encode_frame`] into `out` (cleared first), for a writer that keeps one buffer for every
+/// frame.
+pub fn encode_frame_into(
+    out: &mut Vec<u8>,
+    kind: FrameKind,
+    codec: u8,
+    seq: u32,
+    raw_len: u32,
+    payload: &[u8],
+) {
+    out.clear();
+    out.reserve(FRAME_HEADER_LEN + payload.len());
     out.extend_from_slice(&FRAME_MAGIC);
     out.push(kind as u8);
     out.push(codec);
@@ -165,7 +181,6 @@ pub fn encode_frame(kind: FrameKind, codec: u8, seq: u32, raw_len: u32, payload:
     out.extend_from_slice(&header_check.to_le_bytes());
     out.extend_from_slice(&xxh3_64(payload).to_le_bytes());
     out.extend_from_slice(payload);
-    out
 }
 
 /// Parses and checks the 32-byte frame header at the start of `data` (payload not checked).

@@ -207,6 +207,8 @@ impl TraceWriter {
             offset: start.len() as u64,
             compressor,
             compressed: Vec::new(),
+            raw: Vec::new(),
+            frame: Vec::new(),
             config,
             index: Vec::new(),
             stats: WriterStats::default(),
@@ -270,6 +272,11 @@ struct WriterState {
     /// its tables' allocation and first-touch page faults each time.
     compressor: zstd::bulk::Compressor<'static>,
     compressed: Vec<u8>,
+    /// The block being encoded and the frame being written, kept from block to block for the
+    /// same reason: a fresh megabyte per block was most of the writer's page faults (the
+    /// allocator hands freed memory back to the kernel at once, `src/common.rs`).
+    raw: Vec<u8>,
+    frame: Vec<u8>,
     config: WriterConfig,
     index: Vec<IndexEntry>,
     stats: WriterStats,
@@ -376,7 +383,8 @@ impl WriterState {
             .map(|c| (&c.record, c.chunk_offset))
             .collect();
         let pending = &block.records;
-        let raw = codec::encode_block(pending, &checkpoints).map_err(FormatError::Encode)?;
+        let raw = &mut self.raw;
+        codec::encode_block_into(pending, &checkpoints, raw).map_err(FormatError::Encode)?;
         let raw_len = u32::try_from(raw.len())
             .ok()
             .filter(|&len| len <= MAX_RAW_LEN)
@@ -387,11 +395,17 @@ impl WriterState {
         self.compressed
             .reserve(zstd::zstd_safe::compress_bound(raw.len()));
         self.compressor
-            .compress_to_buffer(&raw, &mut self.compressed)
+            .compress_to_buffer(raw.as_slice(), &mut self.compressed)
             .map_err(|e| FormatError::Encode(format!("zstd: {e}")))?;
         let seq = self.index.len() as u32;
-        let bytes =
-            frame::encode_frame(FrameKind::Block, CODEC_ZSTD, seq, raw_len, &self.compressed);
+        frame::encode_frame_into(
+            &mut self.frame,
+            FrameKind::Block,
+            CODEC_ZSTD,
+            seq,
+            raw_len,
+            &self.compressed,
+        );
         let chunks: u64 = pending.iter().map(|r| r.chunks.len() as u64).sum();
         self.index.push(IndexEntry {
             offset: self.offset,
@@ -401,11 +415,27 @@ impl WriterState {
             first_send_ns: pending.iter().map(|r| r.meta.send_ns).min().unwrap_or(0),
             last_end_ns: pending.iter().map(|r| r.meta.end_ns).max().unwrap_or(0),
         });
-        self.write(&bytes, self.config.sync_every_block)?;
+        let frame = std::mem::take(&mut self.frame);
+        let written = self.write(&frame, self.config.sync_every_block);
+        self.frame = frame;
+        self.let_go_of_outsize_buffers();
+        written?;
         self.stats.requests += pending.len() as u64;
         self.stats.chunks += chunks;
         self.stats.blocks += 1;
         Ok(())
+    }
+
+    /// Frees the kept buffers when one block made them far larger than blocks usually are
+    /// (one flushed near the size limit), so that a rare large block does not stay resident
+    /// for the rest of the run.
+    fn let_go_of_outsize_buffers(&mut self) {
+        let usual = 4 * self.config.block_target_bytes.max(1 << 16);
+        for buffer in [&mut self.raw, &mut self.compressed, &mut self.frame] {
+            if buffer.capacity() > usual {
+                *buffer = Vec::new();
+            }
+        }
     }
 
     /// Writes the run end, the index and the footer in one write, then syncs.

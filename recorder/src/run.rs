@@ -16,7 +16,7 @@ use hyper::{Request, Uri};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use tokentrace_format::{
     realtime_now_ns, ClientHealth, Header, Outcome, RequestIdHeader, RunEnd, TraceWriter,
@@ -44,18 +44,39 @@ pub struct RunSummary {
     pub calibrated_words: Option<u32>,
 }
 
+/// What a thread of [`run`]'s runtime calls each time it runs out of work and parks, when the
+/// program sets one ([`on_runtime_idle`]).
+static ON_IDLE: OnceLock<fn()> = OnceLock::new();
+
+/// Has every thread of [`run`]'s runtime call `hook` as it parks: for the program that chose
+/// the allocator to hand an idle thread's freed memory back (the tokentrace programs do,
+/// `src/common.rs`). A runtime thread does most of its allocating in bursts (connections,
+/// TLS handshakes, first requests) and then may sleep for the rest of the run. Set once per
+/// process; false when a hook was set already.
+pub fn on_runtime_idle(hook: fn()) -> bool {
+    ON_IDLE.set(hook).is_ok()
+}
+
+fn parked() {
+    if let Some(hook) = ON_IDLE.get() {
+        hook();
+    }
+}
+
 /// Run a recording on a runtime of its own (for callers outside any async context).
 pub fn run(config: RecordConfig) -> Result<RunSummary, RecordError> {
     // One thread: a current-thread runtime skips the work-stealing machinery entirely.
     let runtime = if config.threads <= 1 {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
+            .on_thread_park(parked)
             .build()?
     } else {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(config.threads)
             .thread_name("tokentrace-record")
             .enable_all()
+            .on_thread_park(parked)
             .build()?
     };
     runtime.block_on(run_async(config))
@@ -538,6 +559,34 @@ fn host_name() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    static PARKS: AtomicU64 = AtomicU64::new(0);
+
+    fn count_park() {
+        PARKS.fetch_add(1, Ordering::Relaxed);
+    }
+
+    #[test]
+    fn the_runtime_calls_the_idle_hook_as_its_threads_park() {
+        // A server that takes each connection and closes it: the requests fail at once, and the
+        // runtime's threads park while they wait for the sockets.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for conn in listener.incoming().take(8) {
+                drop(conn);
+            }
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let mut config =
+            RecordConfig::new(format!("http://{addr}/v1"), "m", dir.path().join("t.tt"));
+        config.no_calibrate = true;
+        config.requests = Some(2);
+        assert!(on_runtime_idle(count_park));
+        assert!(!on_runtime_idle(count_park), "set once per process");
+        let _ = run(config);
+        assert!(PARKS.load(Ordering::Relaxed) > 0);
+    }
 
     #[test]
     fn candidate_base_urls() {
