@@ -10,14 +10,14 @@ use std::process::ExitCode;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Has each thread of a recording's runtime hand its freed memory back to the system as it
-/// goes idle ([`tokentrace_recorder::run::on_runtime_idle`]). The threads that keep
-/// allocating (the stream reader, the trace writer) keep mimalloc's 10 ms delay before freed
-/// pages go back, so that they reuse them instead of faulting fresh ones in; a runtime thread
-/// frees a TLS handshake's buffers and may then sleep for the rest of the run, and a thread
-/// that sleeps never purges (about 10 KiB of peak RSS per stream at 1,024 TLS streams held
-/// that way; docs/PERFORMANCE.md, *The writer's buffers kept, and freed memory purged when a
-/// runtime thread goes idle*).
+/// Has each thread of a recording's runtime hand its empty pages back to mimalloc's arenas as
+/// it goes idle ([`tokentrace_recorder::run::on_runtime_idle`]); the arenas return them to the
+/// system after mimalloc's 10 ms delay, from whichever thread allocates next. A thread keeps
+/// the pages it emptied until it allocates again: a runtime thread frees a TLS handshake's
+/// buffers and may then sleep for the rest of the run (about 10 KiB of peak RSS per stream at
+/// 1,024 TLS streams held that way). The threads that keep allocating (the stream reader, the
+/// trace writer) reuse their pages within the delay instead of faulting fresh ones in, which
+/// a delay of 0 made them do (docs/PERFORMANCE.md, *Freed memory kept for reuse*).
 pub fn tune_allocator() {
     tokentrace_recorder::run::on_runtime_idle(release_freed_memory);
 }
@@ -26,8 +26,8 @@ pub fn tune_allocator() {
 /// between most arrivals, and a collection walks the thread's pages.
 const COLLECT_EVERY: std::time::Duration = std::time::Duration::from_millis(10);
 
-/// Purges the calling thread's free pages now, unless it did so less than [`COLLECT_EVERY`]
-/// ago.
+/// Collects the calling thread's heap (not forced: nothing is purged before its delay),
+/// unless it did so less than [`COLLECT_EVERY`] ago.
 fn release_freed_memory() {
     use std::cell::Cell;
     use std::time::Instant;
@@ -42,9 +42,8 @@ fn release_freed_memory() {
         return;
     }
     LAST.set(Some(now));
-    // SAFETY: mi_collect has no preconditions: it collects the calling thread's heap and
-    // purges what mimalloc already holds free.
-    unsafe { libmimalloc_sys::mi_collect(true) }
+    // SAFETY: mi_collect has no preconditions; it collects the calling thread's heap.
+    unsafe { libmimalloc_sys::mi_collect(false) }
 }
 
 /// The error and its causes joined by ": ", leaving out a cause whose text the message before
