@@ -126,7 +126,8 @@ pub fn encode_block(
 
 /// Encodes final records (with their chunks) and the checkpoints of requests still streaming
 /// into an uncompressed block payload, in `out` (cleared first), so that a writer can keep
-/// one buffer for every block: a fresh megabyte per block is a fresh set of pages for the kernel to fault in.
+/// one buffer for every block: a fresh megabyte per block is a fresh set of pages for the
+/// kernel to fault in.
 pub fn encode_block_into(
     requests: &[PackedRecord],
     checkpoints: &[(&PackedRecord, u64)],

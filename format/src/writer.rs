@@ -273,8 +273,8 @@ struct WriterState {
     compressor: zstd::bulk::Compressor<'static>,
     compressed: Vec<u8>,
     /// The block being encoded and the frame being written, kept from block to block for the
-    /// same reason: a fresh megabyte per block was most of the writer's page faults (the
-    /// allocator hands freed memory back to the kernel at once, `src/common.rs`).
+    /// same reason: a fresh megabyte per block was most of the writer's page faults once the
+    /// allocator had handed the last one back to the kernel.
     raw: Vec<u8>,
     frame: Vec<u8>,
     config: WriterConfig,
