@@ -172,7 +172,48 @@ fn format_benches(c: &mut Criterion<CpuTime>) {
             })
         });
     }
+    push_round_robin(&mut group);
     group.finish();
+}
+
+/// Streams whose chunks a recorder's reader appends in turn, as it does at 1,024 streams: each
+/// list is met again only after every other one, so what a push touches is cold.
+const ROUND_ROBIN_STREAMS: usize = 1024;
+/// Chunks appended to each list (a 500-token response).
+const ROUND_ROBIN_CHUNKS: usize = 500;
+
+/// `PackedChunks::push` with its lists met in turn, lists reserved as the recorder reserves
+/// them.
+fn push_round_robin(group: &mut criterion::BenchmarkGroup<'_, CpuTime>) {
+    group.throughput(Throughput::Elements(
+        (ROUND_ROBIN_STREAMS * ROUND_ROBIN_CHUNKS) as u64,
+    ));
+    group.bench_function(format!("push_round_robin/{ROUND_ROBIN_STREAMS}"), |b| {
+        b.iter_batched(
+            || {
+                (0..ROUND_ROBIN_STREAMS)
+                    .map(|_| PackedChunks::with_capacity(ROUND_ROBIN_CHUNKS))
+                    .collect::<Vec<_>>()
+            },
+            |mut lists| {
+                for i in 0..ROUND_ROBIN_CHUNKS as u32 {
+                    for (s, list) in lists.iter_mut().enumerate() {
+                        let mut chunk = ChunkRecord::unclassified(
+                            1_000_000_000 + u64::from(i) * 2_000_000 + s as u64,
+                            i,
+                            180 + i % 7,
+                        );
+                        chunk.channel = Channel::Content;
+                        chunk.text_len = 4 + i % 3;
+                        chunk.tokens = (i % 50 == 0).then_some(1);
+                        list.push(std::hint::black_box(chunk));
+                    }
+                }
+                lists
+            },
+            criterion::BatchSize::LargeInput,
+        )
+    });
 }
 
 criterion_group! {

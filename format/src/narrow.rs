@@ -1,14 +1,14 @@
-//! Integer columns that store each value in the width almost every value fits: a chunk's size,
-//! text length and read index fit 16 bits, its token count 8, and an arrival time's high 32
-//! bits change once every 4.3 s. The rare value that does not fit is kept whole beside the
-//! column, so every value comes back exactly.
+//! Integer fields stored in the width almost every value fits: a chunk's size, text length
+//! and read index fit 16 bits, its token count 8, and an arrival time's high 32 bits change
+//! once every 4.3 s. The rare value that does not fit is kept whole in a short list beside the
+//! narrow ones, so every value comes back exactly.
 //!
 //! Why: a recorder holds every chunk of every open stream until its response ends; at 1,024
 //! streams of 500 tokens that memory is most of its footprint (docs/PERFORMANCE.md, "The
 //! recorder's own read path against its targets").
 
-/// An unsigned integer narrower than `u32` that a [`Narrow`] column stores its values in. Its
-/// largest value is the escape: it marks a value kept whole.
+/// An unsigned integer narrower than `u32` that a field is stored in. Its largest value is the
+/// escape: it marks a value kept whole in the field's [`Escapes`].
 pub(crate) trait Small: Copy + Eq {
     /// The marker of a value kept whole.
     const ESCAPE: Self;
@@ -38,49 +38,45 @@ impl Small for u16 {
     }
 }
 
-/// A column of `u32` values, each held in `T` when it fits and whole beside the column when
-/// not.
+/// The values of one field that did not fit its narrow width, kept whole: (index, value) in
+/// index order. The narrow value at such an index is the escape.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Narrow<T> {
-    small: Vec<T>,
-    /// (index, value) of every value held whole, in index order.
-    wide: Vec<(usize, u32)>,
-}
+pub(crate) struct Escapes(Vec<(usize, u32)>);
 
-impl<T: Small> Narrow<T> {
-    pub(crate) fn with_capacity(capacity: usize) -> Narrow<T> {
-        Narrow {
-            small: Vec::with_capacity(capacity),
-            wide: Vec::new(),
-        }
-    }
-
-    pub(crate) fn push(&mut self, value: u32) {
+impl Escapes {
+    /// `value` in `T` for entry `index` (the next one), or the escape, the value then kept
+    /// here. Touches this list only for a value that does not fit.
+    #[inline]
+    pub(crate) fn narrow<T: Small>(&mut self, index: usize, value: u32) -> T {
         match T::narrow(value) {
-            Some(small) => self.small.push(small),
+            Some(small) => small,
             None => {
-                self.wide.push((self.small.len(), value));
-                self.small.push(T::ESCAPE);
+                self.0.push((index, value));
+                T::ESCAPE
             }
         }
     }
 
-    /// Value `i` (None past the end).
-    pub(crate) fn get(&self, i: usize) -> Option<u32> {
-        let small = *self.small.get(i)?;
+    /// Entry `index`'s value, whose narrow value is `small`.
+    pub(crate) fn widen<T: Small>(&self, index: usize, small: T) -> u32 {
         if small != T::ESCAPE {
-            return Some(small.widen());
+            return small.widen();
         }
-        let k = self.wide.partition_point(|&(at, _)| at < i);
-        self.wide.get(k).map(|&(_, value)| value)
+        let k = self.0.partition_point(|&(at, _)| at < index);
+        // `narrow` kept one whole value for every escape.
+        self.0.get(k).map_or(0, |&(_, value)| value)
     }
 
-    /// Every value in order, without a search for the ones held whole.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-        let mut wide = self.wide.iter();
-        self.small.iter().map(move |&small| {
+    /// Every value in order, from the narrow values of every entry in order, without a search
+    /// for the ones kept whole.
+    pub(crate) fn widen_all<'a, T: Small + 'a>(
+        &'a self,
+        small: impl Iterator<Item = T> + 'a,
+    ) -> impl Iterator<Item = u32> + 'a {
+        let mut wide = self.0.iter();
+        small.map(move |small| {
             if small == T::ESCAPE {
-                // `push` kept one whole value for every escape, in order.
+                // `narrow` kept one whole value for every escape, in order.
                 wide.next().map_or(0, |&(_, value)| value)
             } else {
                 small.widen()
@@ -88,66 +84,66 @@ impl<T: Small> Narrow<T> {
         })
     }
 
-    /// Moves every value of `other` to the end of this column.
-    pub(crate) fn append(&mut self, other: &mut Narrow<T>) {
-        let base = self.small.len();
-        self.wide
-            .extend(other.wide.drain(..).map(|(at, value)| (at + base, value)));
-        self.small.append(&mut other.small);
+    /// Moves the values of `other`, whose entries come after the first `base`, to the end.
+    pub(crate) fn append(&mut self, other: &mut Escapes, base: usize) {
+        self.0
+            .extend(other.0.drain(..).map(|(at, value)| (at + base, value)));
     }
 
-    /// A copy of the values from index `from` on (`from` at most `len`).
-    pub(crate) fn copy_from(&self, from: usize) -> Narrow<T> {
-        let first = self.wide.partition_point(|&(at, _)| at < from);
-        Narrow {
-            small: self.small[from..].to_vec(),
-            wide: self.wide[first..]
+    /// A copy of the values of entries `from` on, numbered from `from`.
+    pub(crate) fn copy_from(&self, from: usize) -> Escapes {
+        let first = self.0.partition_point(|&(at, _)| at < from);
+        Escapes(
+            self.0[first..]
                 .iter()
                 .map(|&(at, value)| (at - from, value))
                 .collect(),
-        }
+        )
     }
 }
 
-/// A column of `u64` times: the low 32 bits of each, and the high 32 bits once per run of
-/// values that share them.
+/// The high 32 bits of a field of `u64` times, once per run of entries that share them (the
+/// low 32 bits are the entries' narrow values).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Times {
-    low: Vec<u32>,
+pub(crate) struct HighRuns {
     /// (first index, high bits) of every run, in index order; the first run starts at 0.
-    high: Vec<(usize, u32)>,
+    runs: Vec<(usize, u32)>,
+    /// The last run's high bits, so that a time in the current run does not read `runs`.
+    last: Option<u32>,
 }
 
-impl Times {
-    pub(crate) fn with_capacity(capacity: usize) -> Times {
-        Times {
-            low: Vec::with_capacity(capacity),
-            high: Vec::new(),
-        }
-    }
-
-    pub(crate) fn push(&mut self, value: u64) {
+impl HighRuns {
+    /// The low 32 bits of `value` for entry `index` (the next one), starting a run when its
+    /// high bits differ from the previous entry's.
+    #[inline]
+    pub(crate) fn low(&mut self, index: usize, value: u64) -> u32 {
         let (high, low) = split(value);
-        if self.high.last().map(|&(_, h)| h) != Some(high) {
-            self.high.push((self.low.len(), high));
+        if self.last != Some(high) {
+            self.runs.push((index, high));
+            self.last = Some(high);
         }
-        self.low.push(low);
+        low
     }
 
-    /// Time `i` (None past the end).
-    pub(crate) fn get(&self, i: usize) -> Option<u64> {
-        let low = *self.low.get(i)?;
-        // The last run starting at or before `i`; the first run starts at 0.
-        let k = self.high.partition_point(|&(at, _)| at <= i);
-        let high = k.checked_sub(1).and_then(|k| self.high.get(k))?.1;
-        Some(join(high, low))
+    /// Entry `index`'s time, whose low bits are `low`.
+    pub(crate) fn join(&self, index: usize, low: u32) -> u64 {
+        // The last run starting at or before `index`; the first run starts at 0.
+        let k = self.runs.partition_point(|&(at, _)| at <= index);
+        let high = k
+            .checked_sub(1)
+            .and_then(|k| self.runs.get(k))
+            .map_or(0, |&(_, high)| high);
+        join(high, low)
     }
 
-    /// Every time in order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = u64> + '_ {
-        let mut runs = self.high.iter().peekable();
+    /// Every time in order, from the low bits of every entry in order.
+    pub(crate) fn join_all<'a>(
+        &'a self,
+        lows: impl Iterator<Item = u32> + 'a,
+    ) -> impl Iterator<Item = u64> + 'a {
+        let mut runs = self.runs.iter().peekable();
         let mut high = 0;
-        self.low.iter().enumerate().map(move |(i, &low)| {
+        lows.enumerate().map(move |(i, low)| {
             while let Some(&&(at, h)) = runs.peek() {
                 if at > i {
                     break;
@@ -159,35 +155,35 @@ impl Times {
         })
     }
 
-    /// Moves every time of `other` to the end of this column.
-    pub(crate) fn append(&mut self, other: &mut Times) {
-        let base = self.low.len();
-        for (at, high) in other.high.drain(..) {
-            if self.high.last().map(|&(_, h)| h) != Some(high) {
-                self.high.push((at + base, high));
+    /// Moves the runs of `other`, whose entries come after the first `base`, to the end.
+    pub(crate) fn append(&mut self, other: &mut HighRuns, base: usize) {
+        for (at, high) in other.runs.drain(..) {
+            if self.last != Some(high) {
+                self.runs.push((at + base, high));
+                self.last = Some(high);
             }
         }
-        self.low.append(&mut other.low);
+        other.last = None;
     }
 
-    /// A copy of the times from index `from` on (`from` at most `len`).
-    pub(crate) fn copy_from(&self, from: usize) -> Times {
-        let low = self.low[from..].to_vec();
-        if low.is_empty() {
-            return Times::default();
+    /// The runs of entries `from` on, numbered from `from`, when there are `len` entries in
+    /// all (none when `from` is `len`).
+    pub(crate) fn copy_from(&self, from: usize, len: usize) -> HighRuns {
+        if from >= len {
+            return HighRuns::default();
         }
         // The run holding `from` restarts at 0; the later ones move down.
-        let k = self.high.partition_point(|&(at, _)| at <= from);
-        let high = k
+        let k = self.runs.partition_point(|&(at, _)| at <= from);
+        let runs: Vec<(usize, u32)> = k
             .checked_sub(1)
-            .and_then(|k| self.high.get(k..))
-            .unwrap_or_default();
-        let high = high
+            .and_then(|k| self.runs.get(k..))
+            .unwrap_or_default()
             .iter()
             .enumerate()
             .map(|(n, &(at, h))| (if n == 0 { 0 } else { at - from }, h))
             .collect();
-        Times { low, high }
+        let last = runs.last().map(|&(_, h)| h);
+        HighRuns { runs, last }
     }
 }
 
@@ -226,74 +222,131 @@ mod tests {
         vec![0, 5, g - 1, g, g + 9, 3, 3 * g + 1, 3 * g + 2, u64::MAX, 12]
     }
 
-    fn narrow<T: Small + Default>(values: &[u32]) -> Narrow<T> {
-        let mut column = Narrow::with_capacity(values.len());
-        values.iter().for_each(|&v| column.push(v));
-        column
+    /// A field as a list of rows holds it: the narrow values, and the escapes beside them.
+    struct Field<T> {
+        small: Vec<T>,
+        escapes: Escapes,
     }
 
-    fn timed(values: &[u64]) -> Times {
-        let mut column = Times::with_capacity(values.len());
-        values.iter().for_each(|&v| column.push(v));
-        column
+    impl<T: Small> Field<T> {
+        fn of(values: &[u32]) -> Field<T> {
+            let mut escapes = Escapes::default();
+            let small = (values.iter().enumerate())
+                .map(|(i, &v)| escapes.narrow(i, v))
+                .collect();
+            Field { small, escapes }
+        }
+
+        fn values(&self) -> Vec<u32> {
+            self.escapes.widen_all(self.small.iter().copied()).collect()
+        }
+
+        fn get(&self, i: usize) -> u32 {
+            self.escapes.widen(i, self.small[i])
+        }
+
+        fn append(&mut self, other: &mut Field<T>) {
+            self.escapes.append(&mut other.escapes, self.small.len());
+            self.small.append(&mut other.small);
+        }
+
+        fn copy_from(&self, from: usize) -> Field<T> {
+            Field {
+                small: self.small[from..].to_vec(),
+                escapes: self.escapes.copy_from(from),
+            }
+        }
+    }
+
+    /// Times as a list of rows holds them: the low bits, and the runs of high bits beside them.
+    struct Timed {
+        low: Vec<u32>,
+        high: HighRuns,
+    }
+
+    impl Timed {
+        fn of(values: &[u64]) -> Timed {
+            let mut high = HighRuns::default();
+            let low = (values.iter().enumerate())
+                .map(|(i, &v)| high.low(i, v))
+                .collect();
+            Timed { low, high }
+        }
+
+        fn values(&self) -> Vec<u64> {
+            self.high.join_all(self.low.iter().copied()).collect()
+        }
+
+        fn get(&self, i: usize) -> u64 {
+            self.high.join(i, self.low[i])
+        }
+
+        fn push(&mut self, value: u64) {
+            let low = self.high.low(self.low.len(), value);
+            self.low.push(low);
+        }
+
+        fn append(&mut self, other: &mut Timed) {
+            self.high.append(&mut other.high, self.low.len());
+            self.low.append(&mut other.low);
+        }
+
+        fn copy_from(&self, from: usize) -> Timed {
+            Timed {
+                low: self.low[from..].to_vec(),
+                high: self.high.copy_from(from, self.low.len()),
+            }
+        }
     }
 
     /// Values at and around each width's escape come back exactly, by index and in order.
     #[test]
     fn every_value_comes_back() {
         let values = values();
-        let bytes: Narrow<u8> = narrow(&values);
-        let halves: Narrow<u16> = narrow(&values);
-        assert_eq!(bytes.iter().collect::<Vec<_>>(), values);
-        assert_eq!(halves.iter().collect::<Vec<_>>(), values);
+        let bytes: Field<u8> = Field::of(&values);
+        let halves: Field<u16> = Field::of(&values);
+        assert_eq!(bytes.values(), values);
+        assert_eq!(halves.values(), values);
         for (i, &v) in values.iter().enumerate() {
-            assert_eq!(
-                (bytes.get(i), halves.get(i)),
-                (Some(v), Some(v)),
-                "index {i}"
-            );
+            assert_eq!((bytes.get(i), halves.get(i)), (v, v), "index {i}");
         }
-        assert_eq!(bytes.get(values.len()), None);
-        assert_eq!(halves.wide.len(), 4, "65,535 and up are held whole");
+        assert_eq!(halves.escapes.0.len(), 4, "65,535 and up are held whole");
         let times = times();
-        let column = timed(&times);
-        assert_eq!(column.iter().collect::<Vec<_>>(), times);
+        let column = Timed::of(&times);
+        assert_eq!(column.values(), times);
         for (i, &t) in times.iter().enumerate() {
-            assert_eq!(column.get(i), Some(t), "index {i}");
+            assert_eq!(column.get(i), t, "index {i}");
         }
-        assert_eq!(column.get(times.len()), None);
     }
 
-    /// Copying a tail and appending it to the head gives the whole column back, for every
-    /// split.
+    /// Copying a tail and appending it to the head gives the whole field back, for every
+    /// split; and a time pushed after an append starts a run only when its high bits differ.
     #[test]
-    fn a_split_copied_and_appended_is_the_whole_column() {
+    fn a_split_copied_and_appended_is_the_whole_field() {
         let values = values();
         let times = times();
         for split in 0..=values.len() {
-            let mut head: Narrow<u16> = narrow(&values[..split]);
-            let mut tail = narrow::<u16>(&values).copy_from(split);
-            assert_eq!(
-                tail.iter().collect::<Vec<_>>(),
-                values[split..],
-                "split {split}"
-            );
+            let mut head: Field<u16> = Field::of(&values[..split]);
+            let mut tail = Field::<u16>::of(&values).copy_from(split);
+            assert_eq!(tail.values(), values[split..], "split {split}");
             head.append(&mut tail);
-            assert_eq!(head.iter().collect::<Vec<_>>(), values, "split {split}");
-            assert_eq!(head.get(8), Some(u32::MAX), "split {split}");
+            assert_eq!(head.values(), values, "split {split}");
+            assert_eq!(head.get(8), u32::MAX, "split {split}");
         }
         for split in 0..=times.len() {
-            let mut head = timed(&times[..split]);
-            let mut tail = timed(&times).copy_from(split);
-            assert_eq!(
-                tail.iter().collect::<Vec<_>>(),
-                times[split..],
-                "split {split}"
-            );
+            let mut head = Timed::of(&times[..split]);
+            let mut tail = Timed::of(&times).copy_from(split);
+            assert_eq!(tail.values(), times[split..], "split {split}");
             head.append(&mut tail);
-            assert_eq!(head.iter().collect::<Vec<_>>(), times, "split {split}");
-            let indexed: Vec<_> = (0..times.len()).filter_map(|i| head.get(i)).collect();
+            assert_eq!(head.values(), times, "split {split}");
+            let indexed: Vec<_> = (0..times.len()).map(|i| head.get(i)).collect();
             assert_eq!(indexed, times, "split {split}");
+            let (last, other) = (times[times.len() - 1], 5u64 << 32);
+            head.push(last + 1);
+            head.push(other);
+            let mut more = times.clone();
+            more.extend([last + 1, other]);
+            assert_eq!(head.values(), more, "split {split}");
         }
     }
 }

@@ -1,5 +1,5 @@
-//! Chunks as a writer holds them before they are encoded: one column per field, each in the
-//! width almost every value fits (`crate::narrow`), 12 bytes per chunk against 56 for a
+//! Chunks as a writer holds them before they are encoded: one 12-byte row per chunk, each field
+//! in the width almost every value fits (`crate::narrow`), against 56 bytes for a
 //! [`ChunkRecord`] (whose text field alone is 24 bytes, and `None` for every chunk of a run that
 //! captures no text).
 //!
@@ -7,68 +7,91 @@
 //! writer keeps finished responses until their block is written, so this size, times the
 //! chunks of every open stream, is most of a recorder's memory (docs/PERFORMANCE.md, "The
 //! recorder's own read path against its targets").
+//!
+//! Rows rather than one array per field: the recorder's reader appends to a thousand lists in
+//! turn, each met again only after all the others, and a push touches one row's cache line
+//! and the list's head instead of the end of six arrays and their six heads
+//! (docs/PERFORMANCE.md, *Chunks appended as rows*).
 
-use crate::narrow::{Narrow, Times};
+use crate::narrow::{Escapes, HighRuns, Small};
 use crate::types::{Channel, ChunkRecord, RequestMeta, RequestRecord};
 
 /// Bit of a packed channel byte that says the chunk's token count is known.
 const HAS_TOKENS: u8 = 0x80;
 
-/// The chunks of one request, column by column, in arrival order. Two lists are equal when
-/// their chunks are, whether or not a text column of only `None` was allocated.
+/// One chunk's fixed fields, each in its narrow width (an escape where the value is kept whole
+/// beside the rows).
+#[derive(Debug, Clone, Copy)]
+struct Row {
+    /// The arrival time's low 32 bits (the high ones are the list's runs).
+    arrival_low: u32,
+    read_index: u16,
+    bytes: u16,
+    text_len: u16,
+    /// The token count where known (its presence is the channel byte's [`HAS_TOKENS`] bit).
+    tokens: u8,
+    /// `Channel as u8`, with [`HAS_TOKENS`].
+    channel: u8,
+}
+
+/// The values of the row fields that did not fit their width, one list per field.
+#[derive(Debug, Clone, Default)]
+struct Wide {
+    read_index: Escapes,
+    bytes: Escapes,
+    text_len: Escapes,
+    tokens: Escapes,
+}
+
+/// The chunks of one request, row by row, in arrival order. Two lists are equal when their
+/// chunks are, whether or not a text column of only `None` was allocated.
 #[derive(Debug, Clone, Default)]
 pub struct PackedChunks {
-    arrival_ns: Times,
-    read_index: Narrow<u16>,
-    bytes: Narrow<u16>,
-    text_len: Narrow<u16>,
-    /// The token count where known (its presence is the channel byte's [`HAS_TOKENS`] bit).
-    tokens: Narrow<u8>,
-    /// `Channel as u8`, with [`HAS_TOKENS`].
-    channel: Vec<u8>,
+    rows: Vec<Row>,
+    arrival_high: HighRuns,
     /// Each chunk's text, or empty while no chunk has had any (a run capturing nothing never
     /// allocates it); once a chunk has text, one entry per chunk.
     text: Vec<Option<String>>,
+    /// Touched only by a value that does not fit its row field.
+    wide: Wide,
 }
 
 impl PackedChunks {
     /// Room for `capacity` chunks without reallocating (the text column is not reserved).
     pub fn with_capacity(capacity: usize) -> PackedChunks {
         PackedChunks {
-            arrival_ns: Times::with_capacity(capacity),
-            read_index: Narrow::with_capacity(capacity),
-            bytes: Narrow::with_capacity(capacity),
-            text_len: Narrow::with_capacity(capacity),
-            tokens: Narrow::with_capacity(capacity),
-            channel: Vec::with_capacity(capacity),
-            text: Vec::new(),
+            rows: Vec::with_capacity(capacity),
+            ..PackedChunks::default()
         }
     }
 
     /// Number of chunks.
     pub fn len(&self) -> usize {
-        self.channel.len()
+        self.rows.len()
     }
 
     /// True when there are no chunks.
     pub fn is_empty(&self) -> bool {
-        self.channel.is_empty()
+        self.rows.is_empty()
     }
 
     /// Appends one chunk.
     pub fn push(&mut self, chunk: ChunkRecord) {
         let index = self.len();
-        self.arrival_ns.push(chunk.arrival_ns);
-        self.read_index.push(chunk.read_index);
-        self.bytes.push(chunk.bytes);
-        self.text_len.push(chunk.text_len);
-        self.tokens.push(chunk.tokens.unwrap_or(0));
+        let wide = &mut self.wide;
         let flag = if chunk.tokens.is_some() {
             HAS_TOKENS
         } else {
             0
         };
-        self.channel.push(chunk.channel as u8 | flag);
+        self.rows.push(Row {
+            arrival_low: self.arrival_high.low(index, chunk.arrival_ns),
+            read_index: wide.read_index.narrow(index, chunk.read_index),
+            bytes: wide.bytes.narrow(index, chunk.bytes),
+            text_len: wide.text_len.narrow(index, chunk.text_len),
+            tokens: wide.tokens.narrow(index, chunk.tokens.unwrap_or(0)),
+            channel: chunk.channel as u8 | flag,
+        });
         if chunk.text.is_some() || !self.text.is_empty() {
             self.text.resize(index, None);
             self.text.push(chunk.text);
@@ -81,61 +104,78 @@ impl PackedChunks {
             self.text.resize(self.len(), None);
             other.text.resize(other.len(), None);
         }
-        self.arrival_ns.append(&mut other.arrival_ns);
-        self.read_index.append(&mut other.read_index);
-        self.bytes.append(&mut other.bytes);
-        self.text_len.append(&mut other.text_len);
-        self.tokens.append(&mut other.tokens);
-        self.channel.append(&mut other.channel);
+        let base = self.len();
+        self.arrival_high.append(&mut other.arrival_high, base);
+        let (ours, theirs) = (&mut self.wide, &mut other.wide);
+        ours.read_index.append(&mut theirs.read_index, base);
+        ours.bytes.append(&mut theirs.bytes, base);
+        ours.text_len.append(&mut theirs.text_len, base);
+        ours.tokens.append(&mut theirs.tokens, base);
+        self.rows.append(&mut other.rows);
         self.text.append(&mut other.text);
     }
 
     /// A copy of the chunks from index `from` on (none when `from` is past the end).
     pub fn copy_from(&self, from: usize) -> PackedChunks {
         let from = from.min(self.len());
+        let wide = &self.wide;
         PackedChunks {
-            arrival_ns: self.arrival_ns.copy_from(from),
-            read_index: self.read_index.copy_from(from),
-            bytes: self.bytes.copy_from(from),
-            text_len: self.text_len.copy_from(from),
-            tokens: self.tokens.copy_from(from),
-            channel: self.channel[from..].to_vec(),
+            rows: self.rows[from..].to_vec(),
+            arrival_high: self.arrival_high.copy_from(from, self.len()),
             text: self.text.get(from..).map(<[_]>::to_vec).unwrap_or_default(),
+            wide: Wide {
+                read_index: wide.read_index.copy_from(from),
+                bytes: wide.bytes.copy_from(from),
+                text_len: wide.text_len.copy_from(from),
+                tokens: wide.tokens.copy_from(from),
+            },
         }
+    }
+
+    /// One row field of every chunk, in order, its values kept whole put back.
+    fn field<'a, T: Small + 'a>(
+        &'a self,
+        escapes: &'a Escapes,
+        of: impl Fn(&Row) -> T + 'a,
+    ) -> impl Iterator<Item = u32> + 'a {
+        escapes.widen_all(self.rows.iter().map(of))
     }
 
     /// Every chunk's arrival time, in order (see [`ChunkRecord::arrival_ns`]).
     pub fn arrival_ns(&self) -> impl Iterator<Item = u64> + '_ {
-        self.arrival_ns.iter()
+        (self.arrival_high).join_all(self.rows.iter().map(|row| row.arrival_low))
     }
 
     /// Every chunk's read index, in order (see [`ChunkRecord::read_index`]).
     pub fn read_index(&self) -> impl Iterator<Item = u32> + '_ {
-        self.read_index.iter()
+        self.field(&self.wide.read_index, |row| row.read_index)
     }
 
     /// Every chunk's size on the wire, in order (see [`ChunkRecord::bytes`]).
     pub fn bytes(&self) -> impl Iterator<Item = u32> + '_ {
-        self.bytes.iter()
+        self.field(&self.wide.bytes, |row| row.bytes)
     }
 
     /// Every chunk's text length, in order (see [`ChunkRecord::text_len`]).
     pub fn text_len(&self) -> impl Iterator<Item = u32> + '_ {
-        self.text_len.iter()
+        self.field(&self.wide.text_len, |row| row.text_len)
+    }
+
+    /// Chunk `i`'s read index (None past the end).
+    pub fn read_index_of(&self, i: usize) -> Option<u32> {
+        let row = self.rows.get(i)?;
+        Some(self.wide.read_index.widen(i, row.read_index))
     }
 
     /// Chunk `i`'s channel (None past the end).
     pub fn channel(&self, i: usize) -> Option<Channel> {
-        self.channel.get(i).map(|&code| channel_of(code))
+        self.rows.get(i).map(|row| channel_of(row.channel))
     }
 
     /// Chunk `i`'s token count where known (None also past the end).
     pub fn tokens(&self, i: usize) -> Option<u32> {
-        let flags = self.channel.get(i)?;
-        if flags & HAS_TOKENS == 0 {
-            return None;
-        }
-        self.tokens.get(i)
+        let row = self.rows.get(i)?;
+        (row.channel & HAS_TOKENS != 0).then(|| self.wide.tokens.widen(i, row.tokens))
     }
 
     /// Chunk `i`'s text, if it has any.
@@ -145,35 +185,37 @@ impl PackedChunks {
 
     /// Chunk `i` as a [`ChunkRecord`] (None past the end).
     pub fn get(&self, i: usize) -> Option<ChunkRecord> {
+        let row = self.rows.get(i)?;
+        let wide = &self.wide;
         Some(ChunkRecord {
-            arrival_ns: self.arrival_ns.get(i)?,
-            read_index: self.read_index.get(i)?,
-            bytes: self.bytes.get(i)?,
-            channel: self.channel(i)?,
-            text_len: self.text_len.get(i)?,
+            arrival_ns: self.arrival_high.join(i, row.arrival_low),
+            read_index: wide.read_index.widen(i, row.read_index),
+            bytes: wide.bytes.widen(i, row.bytes),
+            channel: channel_of(row.channel),
+            text_len: wide.text_len.widen(i, row.text_len),
             tokens: self.tokens(i),
             text: self.text(i).map(str::to_string),
         })
     }
 
-    /// Every chunk as a [`ChunkRecord`], in order: one pass down the columns.
+    /// Every chunk as a [`ChunkRecord`], in order: one pass down the rows.
     pub fn iter(&self) -> impl Iterator<Item = ChunkRecord> + '_ {
+        let tokens = self.field(&self.wide.tokens, |row| row.tokens);
         let fixed = self
-            .arrival_ns
-            .iter()
-            .zip(self.read_index.iter())
-            .zip(self.bytes.iter())
-            .zip(self.text_len.iter())
-            .zip(self.tokens.iter())
-            .zip(&self.channel);
+            .arrival_ns()
+            .zip(self.read_index())
+            .zip(self.bytes())
+            .zip(self.text_len())
+            .zip(tokens)
+            .zip(&self.rows);
         fixed.enumerate().map(
-            |(i, (((((arrival_ns, read_index), bytes), text_len), tokens), &code))| ChunkRecord {
+            |(i, (((((arrival_ns, read_index), bytes), text_len), tokens), row))| ChunkRecord {
                 arrival_ns,
                 read_index,
                 bytes,
-                channel: channel_of(code),
+                channel: channel_of(row.channel),
                 text_len,
-                tokens: (code & HAS_TOKENS != 0).then_some(tokens),
+                tokens: (row.channel & HAS_TOKENS != 0).then_some(tokens),
                 text: self.text(i).map(str::to_string),
             },
         )
@@ -287,6 +329,10 @@ mod tests {
         assert_eq!(packed.len(), chunks.len());
         assert_eq!(packed.iter().collect::<Vec<_>>(), chunks);
         assert_eq!(packed.get(chunks.len()), None);
+        for (i, chunk) in chunks.iter().enumerate() {
+            assert_eq!(packed.read_index_of(i), Some(chunk.read_index), "chunk {i}");
+        }
+        assert_eq!(packed.read_index_of(chunks.len()), None);
         assert_eq!(packed.text_bytes(), 5 * "héllo".len());
     }
 

@@ -305,10 +305,10 @@ impl LoadShared {
         stats
             .chunks
             .fetch_add(record.chunks.len() as u64, Ordering::Relaxed);
-        let reads = record
-            .chunks
-            .read_index()
-            .last()
+        // The last chunk's alone: a walk down every chunk would bring the whole list, long
+        // out of cache, back into it once more.
+        let reads = (record.chunks.len().checked_sub(1))
+            .and_then(|last| record.chunks.read_index_of(last))
             .map_or(0, |read| u64::from(read) + 1);
         stats.reads.fetch_add(reads, Ordering::Relaxed);
         self.outcomes[record.meta.outcome as usize].fetch_add(1, Ordering::Relaxed);
