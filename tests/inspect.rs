@@ -40,6 +40,10 @@ fn inspect_reports_a_finished_trace() {
     assert_eq!(v["requests"], 6);
     assert_eq!(v["measured_requests"], 5);
     assert_eq!(v["chunks"], 44);
+    assert_eq!(
+        v["checkpointed_chunks"], 0,
+        "a 1.0 trace has no checkpoints"
+    );
     assert_eq!(v["host"], "golden-host");
     assert_eq!(v["manifest"]["model"], "tiny");
     assert_eq!(v["run_end"]["reason"], "completed");
@@ -188,6 +192,29 @@ fn inspect_names_an_unknown_host_of_an_imported_run() {
     let text = String::from_utf8(output.stdout).unwrap();
     assert!(
         words(&text).contains(&"host: unknown (shard 0)".to_string()),
+        "{text}"
+    );
+}
+
+/// Chunks in checkpoints are counted apart: in `killed-1.2.trace` the reasoning stream's 24
+/// chunks are in its three checkpoints (0–9, 10–19, 20–23) and in no final record.
+#[test]
+fn inspect_counts_the_chunks_written_in_checkpoints() {
+    let v = inspect_json(&golden("killed-1.2.trace"), 0);
+    assert_eq!(v["interrupted_requests"], 1);
+    assert_eq!(v["checkpointed_chunks"], 24);
+    let output = Command::cargo_bin("tokentrace")
+        .unwrap()
+        .arg("inspect")
+        .arg(golden("killed-1.2.trace"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        words(&text).contains(
+            &"checkpointed: 24 chunks also written in checkpoints while their requests streamed"
+                .to_string()
+        ),
         "{text}"
     );
 }

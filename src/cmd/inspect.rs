@@ -32,6 +32,9 @@ struct Totals {
     /// included in `requests`.
     interrupted: u64,
     chunks: u64,
+    /// Chunks in checkpoint sections: copies of chunks that their requests' final records hold
+    /// again, or, for an interrupted request, all that is left of it.
+    checkpointed_chunks: u64,
     first_send_ns: Option<u64>,
     last_end_ns: Option<u64>,
     /// Blocks that passed their checksums but failed to decode: (block, error).
@@ -52,6 +55,8 @@ fn gather(reader: &TraceReader) -> Totals {
         if let Some(merge) = merge.as_mut() {
             merge.add_block(&block);
         }
+        totals.checkpointed_chunks +=
+            (block.checkpoints.as_ref()).map_or(0, |section| section.block.chunk_count() as u64);
         totals.add(&block);
     }
     let interrupted = merge.map(|m| m.finish()).unwrap_or_default();
@@ -125,6 +130,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "retried_requests": totals.retried,
             "interrupted_requests": totals.interrupted,
             "chunks": totals.chunks,
+            "checkpointed_chunks": totals.checkpointed_chunks,
             "first_send_ns": totals.first_send_ns,
             "last_end_ns": totals.last_end_ns,
             "span_s": span_s,
@@ -273,6 +279,13 @@ fn text(
         );
     }
     count("chunks:", totals.chunks, String::new());
+    if totals.checkpointed_chunks > 0 {
+        count(
+            "checkpointed:",
+            totals.checkpointed_chunks,
+            "chunks also written in checkpoints while their requests streamed".into(),
+        );
+    }
     let mut fact = |key: &str, value: String| grid.push(vec![key.into(), String::new(), value]);
     fact("integrity:", integrity.to_string());
     for s in reader.integrity().skipped() {
