@@ -31,6 +31,22 @@ fn inspect_json(path: &std::path::Path, expected_code: i32) -> Value {
     serde_json::from_slice(&output.stdout).unwrap()
 }
 
+/// `tokentrace inspect` of `path` as text, which must succeed.
+fn inspect_text(path: &std::path::Path) -> String {
+    let output = Command::cargo_bin("tokentrace")
+        .unwrap()
+        .arg("inspect")
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
 #[test]
 fn inspect_reports_a_finished_trace() {
     let v = inspect_json(&golden("finished.trace"), 0);
@@ -50,14 +66,7 @@ fn inspect_reports_a_finished_trace() {
     assert_eq!(v["first_send_ns"], 10_000_000);
     assert_eq!(v["last_end_ns"], 310_072_168u64);
 
-    let output = Command::cargo_bin("tokentrace")
-        .unwrap()
-        .arg("inspect")
-        .arg(golden("finished.trace"))
-        .output()
-        .unwrap();
-    assert!(output.status.success());
-    let text = String::from_utf8(output.stdout).unwrap();
+    let text = inspect_text(&golden("finished.trace"));
     let lines = words(&text);
     assert!(lines.contains(&"integrity: ok".to_string()), "{text}");
     assert!(
@@ -178,18 +187,7 @@ fn inspect_reports_a_block_that_passes_checksums_but_does_not_decode() {
 #[test]
 fn inspect_names_an_unknown_host_of_an_imported_run() {
     let (_dir, trace) = common::import_aiperf_fixture();
-    let output = Command::cargo_bin("tokentrace")
-        .unwrap()
-        .arg("inspect")
-        .arg(&trace)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let text = String::from_utf8(output.stdout).unwrap();
+    let text = inspect_text(&trace);
     assert!(
         words(&text).contains(&"host: unknown (shard 0)".to_string()),
         "{text}"
@@ -203,13 +201,7 @@ fn inspect_counts_the_chunks_written_in_checkpoints() {
     let v = inspect_json(&golden("killed-1.2.trace"), 0);
     assert_eq!(v["interrupted_requests"], 1);
     assert_eq!(v["checkpointed_chunks"], 24);
-    let output = Command::cargo_bin("tokentrace")
-        .unwrap()
-        .arg("inspect")
-        .arg(golden("killed-1.2.trace"))
-        .output()
-        .unwrap();
-    let text = String::from_utf8(output.stdout).unwrap();
+    let text = inspect_text(&golden("killed-1.2.trace"));
     assert!(
         words(&text).contains(
             &"checkpointed: 24 chunks also written in checkpoints while their requests streamed"
