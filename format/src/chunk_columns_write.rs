@@ -6,57 +6,79 @@
 
 /// One element of a chunk column, written as bincode's standard configuration writes it.
 pub(crate) trait ColumnItem {
-    /// Appends the element's bytes to `out`.
-    fn put(self, out: &mut Vec<u8>);
+    /// Writes the element's bytes at `batch[at..]` and returns where they end; bytes that do
+    /// not fit in the batch (a long text) go to `out`, after the batch's first `at` bytes, and
+    /// the batch is then empty (0 returned).
+    fn put(self, batch: &mut Batch, at: usize, out: &mut Vec<u8>) -> usize;
 }
 
-/// An unsigned varint: one byte up to 250, else a 251/252/253 prefix and 2/4/8 LE bytes.
+/// Bytes gathered on the stack before they are appended to the payload. A push onto the
+/// payload's `Vec` per byte loads and stores its length and checks its capacity every time;
+/// here the position stays in a register for a whole run of elements.
+const BATCH: usize = 256;
+
+/// The batch an element is written into.
+pub(crate) type Batch = [u8; BATCH];
+
+/// Room made before each element: an `Option` tag and the longest varint.
+const MAX_FIXED: usize = 1 + 9;
+
+/// An unsigned varint at `batch[at..]`: one byte up to 250, else a 251/252/253 prefix and
+/// 2/4/8 LE bytes. Returns where it ends (the caller made room for [`MAX_FIXED`]).
 #[inline(always)]
-fn put_varint(out: &mut Vec<u8>, v: u64) {
+fn varint(batch: &mut Batch, at: usize, v: u64) -> usize {
     if v < 251 {
-        out.push(v as u8);
+        batch[at] = v as u8;
+        at + 1
     } else if v <= u64::from(u16::MAX) {
-        out.push(251);
-        out.extend_from_slice(&(v as u16).to_le_bytes());
+        batch[at] = 251;
+        batch[at + 1..at + 3].copy_from_slice(&(v as u16).to_le_bytes());
+        at + 3
     } else if v <= u64::from(u32::MAX) {
-        out.push(252);
-        out.extend_from_slice(&(v as u32).to_le_bytes());
+        batch[at] = 252;
+        batch[at + 1..at + 5].copy_from_slice(&(v as u32).to_le_bytes());
+        at + 5
     } else {
-        out.push(253);
-        out.extend_from_slice(&v.to_le_bytes());
+        batch[at] = 253;
+        batch[at + 1..at + 9].copy_from_slice(&v.to_le_bytes());
+        at + 9
     }
 }
 
 impl ColumnItem for u8 {
     #[inline(always)]
-    fn put(self, out: &mut Vec<u8>) {
-        out.push(self);
+    fn put(self, batch: &mut Batch, at: usize, _: &mut Vec<u8>) -> usize {
+        batch[at] = self;
+        at + 1
     }
 }
 
 impl ColumnItem for u32 {
     #[inline(always)]
-    fn put(self, out: &mut Vec<u8>) {
-        put_varint(out, u64::from(self));
+    fn put(self, batch: &mut Batch, at: usize, _: &mut Vec<u8>) -> usize {
+        varint(batch, at, u64::from(self))
     }
 }
 
 impl ColumnItem for i64 {
     /// Zigzag, then the unsigned varint.
     #[inline(always)]
-    fn put(self, out: &mut Vec<u8>) {
-        put_varint(out, ((self << 1) ^ (self >> 63)) as u64);
+    fn put(self, batch: &mut Batch, at: usize, _: &mut Vec<u8>) -> usize {
+        varint(batch, at, ((self << 1) ^ (self >> 63)) as u64)
     }
 }
 
 impl<T: ColumnItem> ColumnItem for Option<T> {
     #[inline(always)]
-    fn put(self, out: &mut Vec<u8>) {
+    fn put(self, batch: &mut Batch, at: usize, out: &mut Vec<u8>) -> usize {
         match self {
-            None => out.push(0),
+            None => {
+                batch[at] = 0;
+                at + 1
+            }
             Some(v) => {
-                out.push(1);
-                v.put(out);
+                batch[at] = 1;
+                v.put(batch, at + 1, out)
             }
         }
     }
@@ -65,29 +87,88 @@ impl<T: ColumnItem> ColumnItem for Option<T> {
 impl ColumnItem for &str {
     /// The length as a varint, then the bytes.
     #[inline(always)]
-    fn put(self, out: &mut Vec<u8>) {
-        put_varint(out, self.len() as u64);
-        out.extend_from_slice(self.as_bytes());
+    fn put(self, batch: &mut Batch, at: usize, out: &mut Vec<u8>) -> usize {
+        let at = varint(batch, at, self.len() as u64);
+        let bytes = self.as_bytes();
+        match batch.get_mut(at..at + bytes.len()) {
+            Some(room) => {
+                room.copy_from_slice(bytes);
+                at + bytes.len()
+            }
+            None => {
+                out.extend_from_slice(&batch[..at]);
+                out.extend_from_slice(bytes);
+                0
+            }
+        }
     }
 }
 
-/// `items` (exactly `len` of them) as bincode encodes them gathered in a `Vec`: the count as a
-/// varint, then each element, without the `Vec`. Err when the iterator yields another count.
-pub(crate) fn put_seq<T: ColumnItem>(
+/// One column being written: its count, then its elements, each as [`ColumnItem::put`]
+/// writes it (bincode's encoding of a `Vec` of them, without the `Vec`).
+pub(crate) struct Column<'o> {
+    out: &'o mut Vec<u8>,
+    batch: Batch,
+    held: usize,
+    len: usize,
+    written: usize,
+}
+
+impl<'o> Column<'o> {
+    /// A column of exactly `len` elements, appended to `out`.
+    pub(crate) fn new(out: &'o mut Vec<u8>, len: usize) -> Column<'o> {
+        let mut batch = [0; BATCH];
+        let held = varint(&mut batch, 0, len as u64);
+        Column {
+            out,
+            batch,
+            held,
+            len,
+            written: 0,
+        }
+    }
+
+    /// Appends every element of `items`.
+    #[inline(always)]
+    pub(crate) fn extend<T: ColumnItem>(&mut self, items: impl Iterator<Item = T>) {
+        let (mut at, mut written) = (self.held, 0);
+        let (batch, out) = (&mut self.batch, &mut *self.out);
+        items.for_each(|item| {
+            if at > BATCH - MAX_FIXED {
+                out.extend_from_slice(&batch[..at]);
+                at = 0;
+            }
+            at = item.put(batch, at, out);
+            written += 1;
+        });
+        self.held = at;
+        self.written += written;
+    }
+
+    /// Ends the column; Err when it did not get the count it was opened with.
+    pub(crate) fn finish(self) -> Result<(), String> {
+        self.out.extend_from_slice(&self.batch[..self.held]);
+        if self.written != self.len {
+            return Err(format!(
+                "a column of {} entries yielded {}",
+                self.len, self.written
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `items` (exactly `len` of them) through one [`Column`]: what the codec writes, for the
+/// tests to hold against bincode's own encoding.
+#[cfg(test)]
+fn put_seq<T: ColumnItem>(
     out: &mut Vec<u8>,
     len: usize,
     items: impl Iterator<Item = T>,
 ) -> Result<(), String> {
-    put_varint(out, len as u64);
-    let mut written = 0usize;
-    for item in items {
-        item.put(out);
-        written += 1;
-    }
-    if written != len {
-        return Err(format!("a column of {len} entries yielded {written}"));
-    }
-    Ok(())
+    let mut col = Column::new(out, len);
+    col.extend(items);
+    col.finish()
 }
 
 #[cfg(test)]

@@ -12,9 +12,9 @@
 
 use crate::block::{BlockRequest, CheckpointSection, DecodedBlock};
 use crate::chunk_columns::{read_chunk_columns, ByteReader};
-use crate::chunk_columns_write::put_seq;
+use crate::chunk_columns_write::Column;
 use crate::packed::PackedRecord;
-use crate::types::{Channel, Outcome, Phase, RequestMeta, Usage};
+use crate::types::{Outcome, Phase, RequestMeta, Usage};
 use bincode::config::{self, Configuration};
 use bincode::{Decode, Encode};
 
@@ -225,44 +225,53 @@ where
     // The chunk columns are encoded straight from the packed records: a column collected
     // first would cost up to 16 bytes a chunk (the text column) on top of the payload, and a
     // checkpoint block holds the tails of every stream in flight.
-    put_seq(
-        out,
-        m,
-        requests.iter().flat_map(|r| {
-            let mut prev = r.meta.send_ns;
-            r.chunks.arrival_ns().map(move |at| {
-                let d = delta(prev, at);
-                prev = at;
-                d
-            })
-        }),
-    )?;
-    put_seq(
-        out,
-        m,
-        requests.iter().flat_map(|r| {
-            let mut prev = 0u32;
-            r.chunks.read_index().map(move |index| {
-                let d = index.wrapping_sub(prev);
-                prev = index;
-                d
-            })
-        }),
-    )?;
-    let each = || {
-        requests
-            .iter()
-            .flat_map(|r| (0..r.chunks.len()).map(move |i| (&r.chunks, i)))
-    };
-    put_seq(out, m, requests.iter().flat_map(|r| r.chunks.bytes()))?;
-    put_seq(
-        out,
-        m,
-        each().map(|(c, i)| c.channel(i).map_or(Channel::Other as u8, |ch| ch as u8)),
-    )?;
-    put_seq(out, m, requests.iter().flat_map(|r| r.chunks.text_len()))?;
-    put_seq(out, m, each().map(|(c, i)| c.tokens(i)))?;
-    put_seq(out, m, each().map(|(c, i)| c.text(i)))?;
+    // Each column is written request by request (a `flat_map` over the requests checked for
+    // the next request at every element).
+    let mut col = Column::new(out, m);
+    for r in &requests {
+        let mut prev = r.meta.send_ns;
+        col.extend(r.chunks.arrival_ns().map(|at| {
+            let d = delta(prev, at);
+            prev = at;
+            d
+        }));
+    }
+    col.finish()?;
+    let mut col = Column::new(out, m);
+    for r in &requests {
+        let mut prev = 0u32;
+        col.extend(r.chunks.read_index().map(|index| {
+            let d = index.wrapping_sub(prev);
+            prev = index;
+            d
+        }));
+    }
+    col.finish()?;
+    let mut col = Column::new(out, m);
+    for r in &requests {
+        col.extend(r.chunks.bytes());
+    }
+    col.finish()?;
+    let mut col = Column::new(out, m);
+    for r in &requests {
+        col.extend(r.chunks.channels().map(|channel| channel as u8));
+    }
+    col.finish()?;
+    let mut col = Column::new(out, m);
+    for r in &requests {
+        col.extend(r.chunks.text_len());
+    }
+    col.finish()?;
+    let mut col = Column::new(out, m);
+    for r in &requests {
+        col.extend(r.chunks.token_counts());
+    }
+    col.finish()?;
+    let mut col = Column::new(out, m);
+    for r in &requests {
+        col.extend((0..r.chunks.len()).map(|i| r.chunks.text(i)));
+    }
+    col.finish()?;
     // Minor 1 appends columns after the chunk columns, where a 1.0 reader stops reading.
     column(out, &metas, |m| m.retries)?;
     // Minor 2: the outcome a 1.1 reader cannot name, where column 9 holds its nearest class.

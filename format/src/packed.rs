@@ -161,6 +161,18 @@ impl PackedChunks {
         self.field(&self.wide.text_len, |row| row.text_len)
     }
 
+    /// Every chunk's channel, in order (see [`ChunkRecord::channel`]).
+    pub fn channels(&self) -> impl Iterator<Item = Channel> + '_ {
+        self.rows.iter().map(|row| channel_of(row.channel))
+    }
+
+    /// Every chunk's token count where known, in order (see [`ChunkRecord::tokens`]).
+    pub fn token_counts(&self) -> impl Iterator<Item = Option<u32>> + '_ {
+        self.field(&self.wide.tokens, |row| row.tokens)
+            .zip(&self.rows)
+            .map(|(tokens, row)| (row.channel & HAS_TOKENS != 0).then_some(tokens))
+    }
+
     /// Chunk `i`'s read index (None past the end).
     pub fn read_index_of(&self, i: usize) -> Option<u32> {
         let row = self.rows.get(i)?;
@@ -200,22 +212,21 @@ impl PackedChunks {
 
     /// Every chunk as a [`ChunkRecord`], in order: one pass down the rows.
     pub fn iter(&self) -> impl Iterator<Item = ChunkRecord> + '_ {
-        let tokens = self.field(&self.wide.tokens, |row| row.tokens);
         let fixed = self
             .arrival_ns()
             .zip(self.read_index())
             .zip(self.bytes())
             .zip(self.text_len())
-            .zip(tokens)
-            .zip(&self.rows);
+            .zip(self.token_counts())
+            .zip(self.channels());
         fixed.enumerate().map(
-            |(i, (((((arrival_ns, read_index), bytes), text_len), tokens), row))| ChunkRecord {
+            |(i, (((((arrival_ns, read_index), bytes), text_len), tokens), channel))| ChunkRecord {
                 arrival_ns,
                 read_index,
                 bytes,
-                channel: channel_of(row.channel),
+                channel,
                 text_len,
-                tokens: (row.channel & HAS_TOKENS != 0).then_some(tokens),
+                tokens,
                 text: self.text(i).map(str::to_string),
             },
         )

@@ -63,6 +63,11 @@ pub(crate) fn scan_one_line(data: &[u8], scan: &mut Scan, sink: &mut OutputSink)
 
 #[inline(always)]
 fn scan_as(data: &[u8], scan: &mut Scan, sink: &mut OutputSink, one_line: bool) -> R<()> {
+    // Every offset into the event then fits a `u32` (segments, holes, the template's spans);
+    // a larger event goes to the general path.
+    if u32::try_from(data.len()).is_err() {
+        return Err(Bail);
+    }
     let mut scratch = std::mem::take(&mut sink.scratch);
     scratch.clear();
     let (result, count) = {
@@ -147,11 +152,13 @@ impl<'a> Cursor<'a, '_> {
             utf8(&self.data[start..end])?;
             (false, start, end)
         };
+        // Fit: `scan_as` takes no event longer than `u32::MAX`, and unescaped text is
+        // shorter than its escaped form.
         self.segments[self.count] = Segment {
             kind,
             in_scratch,
-            start: u32::try_from(start).map_err(|_| Bail)?,
-            end: u32::try_from(end).map_err(|_| Bail)?,
+            start: start as u32,
+            end: end as u32,
         };
         self.count += 1;
         Ok(())

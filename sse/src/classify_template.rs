@@ -299,10 +299,8 @@ impl Template {
                     }
                 }
             }
-            *span = match (u32::try_from(start), u32::try_from(cur.pos)) {
-                (Ok(start), Ok(end)) => (start, end),
-                _ => return false,
-            };
+            // Fit: the scan takes no event longer than `u32::MAX` (`scan_as`).
+            *span = (start as u32, cur.pos as u32);
             pos = cur.pos;
             lit = at;
         }
