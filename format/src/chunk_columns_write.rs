@@ -1,8 +1,9 @@
 //! Writes the seven chunk columns of a block payload (docs/FORMAT.md 4.4), the mirror of
-//! `chunk_columns.rs`. Every chunk a recorder records passes here once, so the elements are
-//! written by hand against the byte spec rather than through bincode's generic encoder (whose
-//! per-element `Result` plumbing and writer calls were most of the writer's own CPU after zstd).
-//! The bytes are bincode's `standard()` encoding exactly; the tests hold them to bincode's own.
+//! `chunk_columns.rs`. Every chunk a recorder records passes here at least once (again when a
+//! checkpoint carried it), so the elements are written by hand against the byte spec rather
+//! than through bincode's generic encoder (whose per-element `Result` plumbing and writer
+//! calls were most of the writer's own CPU after zstd). The bytes are bincode's `standard()`
+//! encoding exactly; the tests hold them to bincode's own.
 
 /// One element of a chunk column, written as bincode's standard configuration writes it.
 pub(crate) trait ColumnItem {
