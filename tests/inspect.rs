@@ -32,19 +32,12 @@ fn inspect_json(path: &std::path::Path, expected_code: i32) -> Value {
 }
 
 /// `tokentrace inspect` of `path` as text, which must succeed.
+#[track_caller]
 fn inspect_text(path: &std::path::Path) -> String {
-    let output = Command::cargo_bin("tokentrace")
-        .unwrap()
-        .arg("inspect")
-        .arg(path)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
+    String::from_utf8(common::stdout_of(
+        common::tokentrace().arg("inspect").arg(path),
+    ))
+    .unwrap()
 }
 
 #[test]
