@@ -12,7 +12,7 @@
 
 use crate::block::{BlockRequest, CheckpointSection, DecodedBlock};
 use crate::chunk_columns::{read_chunk_columns, ByteReader};
-use crate::chunk_columns_write::Column;
+use crate::chunk_columns_write::{Column, ColumnItem};
 use crate::packed::PackedRecord;
 use crate::types::{Outcome, Phase, RequestMeta, Usage};
 use bincode::config::{self, Configuration};
@@ -38,6 +38,23 @@ fn column<'m, T: Encode>(
     value: impl Fn(&'m RequestMeta) -> T,
 ) -> Result<(), String> {
     put(out, &metas.iter().map(|m| value(m)).collect::<Vec<T>>())
+}
+
+/// Encodes one chunk column, straight from the packed records (a column collected first would
+/// cost up to 16 bytes a chunk, the text column, on top of the payload, and a checkpoint block
+/// holds the tails of every stream in flight): `m` elements, each request's from `of`, request
+/// by request (a `flat_map` over the requests checked for the next request at every element).
+fn chunk_column<'r, T: ColumnItem, I: Iterator<Item = T>>(
+    out: &mut Vec<u8>,
+    m: usize,
+    requests: &[&'r PackedRecord],
+    of: impl Fn(&'r PackedRecord) -> I,
+) -> Result<(), String> {
+    let mut col = Column::new(out, m);
+    for r in requests {
+        col.extend(of(r));
+    }
+    col.finish()
 }
 
 fn put<T: Encode>(out: &mut Vec<u8>, value: &T) -> Result<(), String> {
@@ -222,56 +239,31 @@ where
     let counts: Vec<u64> = requests.iter().map(|r| r.chunks.len() as u64).collect();
     put(out, &counts)?;
 
-    // The chunk columns are encoded straight from the packed records: a column collected
-    // first would cost up to 16 bytes a chunk (the text column) on top of the payload, and a
-    // checkpoint block holds the tails of every stream in flight.
-    // Each column is written request by request (a `flat_map` over the requests checked for
-    // the next request at every element).
-    let mut col = Column::new(out, m);
-    for r in &requests {
+    chunk_column(out, m, &requests, |r| {
         let mut prev = r.meta.send_ns;
-        col.extend(r.chunks.arrival_ns().map(|at| {
+        r.chunks.arrival_ns().map(move |at| {
             let d = delta(prev, at);
             prev = at;
             d
-        }));
-    }
-    col.finish()?;
-    let mut col = Column::new(out, m);
-    for r in &requests {
+        })
+    })?;
+    chunk_column(out, m, &requests, |r| {
         let mut prev = 0u32;
-        col.extend(r.chunks.read_index().map(|index| {
+        r.chunks.read_index().map(move |index| {
             let d = index.wrapping_sub(prev);
             prev = index;
             d
-        }));
-    }
-    col.finish()?;
-    let mut col = Column::new(out, m);
-    for r in &requests {
-        col.extend(r.chunks.bytes());
-    }
-    col.finish()?;
-    let mut col = Column::new(out, m);
-    for r in &requests {
-        col.extend(r.chunks.channels().map(|channel| channel as u8));
-    }
-    col.finish()?;
-    let mut col = Column::new(out, m);
-    for r in &requests {
-        col.extend(r.chunks.text_len());
-    }
-    col.finish()?;
-    let mut col = Column::new(out, m);
-    for r in &requests {
-        col.extend(r.chunks.token_counts());
-    }
-    col.finish()?;
-    let mut col = Column::new(out, m);
-    for r in &requests {
-        col.extend((0..r.chunks.len()).map(|i| r.chunks.text(i)));
-    }
-    col.finish()?;
+        })
+    })?;
+    chunk_column(out, m, &requests, |r| r.chunks.bytes())?;
+    chunk_column(out, m, &requests, |r| {
+        r.chunks.channels().map(|channel| channel as u8)
+    })?;
+    chunk_column(out, m, &requests, |r| r.chunks.text_len())?;
+    chunk_column(out, m, &requests, |r| r.chunks.token_counts())?;
+    chunk_column(out, m, &requests, |r| {
+        (0..r.chunks.len()).map(|i| r.chunks.text(i))
+    })?;
     // Minor 1 appends columns after the chunk columns, where a 1.0 reader stops reading.
     column(out, &metas, |m| m.retries)?;
     // Minor 2: the outcome a 1.1 reader cannot name, where column 9 holds its nearest class.

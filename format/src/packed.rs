@@ -179,11 +179,6 @@ impl PackedChunks {
         Some(self.wide.read_index.widen(i, row.read_index))
     }
 
-    /// Chunk `i`'s channel (None past the end).
-    pub fn channel(&self, i: usize) -> Option<Channel> {
-        self.rows.get(i).map(|row| channel_of(row.channel))
-    }
-
     /// Chunk `i`'s token count where known (None also past the end).
     pub fn tokens(&self, i: usize) -> Option<u32> {
         let row = self.rows.get(i)?;
