@@ -342,6 +342,53 @@ pub(crate) fn plain_run(data: &[u8], mut i: usize) -> usize {
     i
 }
 
+/// Where the string opening at `open` (a quote) closes, when it is plain ASCII: no escape, no
+/// control character and no byte of 0x80 or more before its closing quote. Eight bytes at a
+/// time, as [`plain_run`]; None for anything else, and when the closing quote is not found
+/// before the last eight bytes of `data` (the general scan then reads the string). A string
+/// this finds is one [`Cursor::string_body`] ends at the same quote, unescaped, and whose
+/// bytes are valid UTF-8.
+#[inline]
+pub(crate) fn plain_ascii_end(data: &[u8], open: usize) -> Option<usize> {
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    if data.get(open) != Some(&b'"') {
+        return None;
+    }
+    let mut i = open + 1;
+    while let Some(word) = data.get(i..i + 8) {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(word);
+        let w = u64::from_le_bytes(bytes);
+        // The lowest flagged byte is exact in each part, so it is in their union.
+        let flagged = specials(w) | (w & HIGH);
+        if flagged != 0 {
+            let at = i + (flagged.trailing_zeros() / 8) as usize;
+            return (data[at] == b'"').then_some(at);
+        }
+        i += 8;
+    }
+    None
+}
+
+/// Where the number at `at` ends, when it is a plain integer that does not start with zero
+/// (digits, and after them none of `.`, `e`, `E`): the span [`Cursor::number`] takes for it,
+/// and [`Cursor::count`] too when it has nine digits or fewer. None for anything else, which
+/// they then read.
+#[inline]
+pub(crate) fn plain_integer_end(data: &[u8], at: usize) -> Option<usize> {
+    if !matches!(data.get(at), Some(b'1'..=b'9')) {
+        return None;
+    }
+    let mut end = at + 1;
+    while data.get(end).is_some_and(u8::is_ascii_digit) {
+        end += 1;
+    }
+    match data.get(end) {
+        Some(b'.' | b'e' | b'E') => None,
+        _ => Some(end),
+    }
+}
+
 /// Decode a JSON string body with escapes (no surrogates: `string` refused them) into `out`.
 pub(crate) fn unescape(raw: &[u8], out: &mut Vec<u8>) -> R<()> {
     let mut i = 0;
@@ -381,8 +428,23 @@ pub(crate) fn unescape(raw: &[u8], out: &mut Vec<u8>) -> R<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{plain_run, utf8};
+    use super::{plain_ascii_end, plain_integer_end, plain_run, utf8, Cursor, HoleLog, Segment};
+    use super::{MAX_SEGMENTS, R};
     use proptest::prelude::*;
+
+    /// What the cursor's own readers make of `data` from `at`: `read` on a fresh cursor.
+    fn read_with<T>(
+        data: &[u8],
+        at: usize,
+        read: impl FnOnce(&mut Cursor) -> R<T>,
+    ) -> Option<(T, usize)> {
+        let (mut scratch, mut holes) = (Vec::new(), HoleLog::default());
+        let mut segments = [Segment::default(); MAX_SEGMENTS];
+        let mut cur = Cursor::new(data, &mut scratch, &mut holes, &mut segments);
+        cur.pos = at;
+        let value = read(&mut cur).ok()?;
+        Some((value, cur.pos))
+    }
 
     proptest! {
         /// The inline ASCII check accepts and refuses what `from_utf8` does, and gives the
@@ -399,6 +461,65 @@ mod tests {
                 // A multi-byte character cut short is not text.
                 let cut = &whole[..whole.len() - 1];
                 prop_assert_eq!(utf8(cut).ok(), std::str::from_utf8(cut).ok());
+            }
+        }
+    }
+
+    proptest! {
+        /// A string the plain-ASCII search ends is one the cursor's string reader ends at the
+        /// same quote, with no escape, and whose text is ASCII; and a plain ASCII string with
+        /// eight bytes after its closing quote is always found.
+        #[test]
+        fn a_plain_ascii_string_ends_where_the_string_reader_ends_it(
+            body in proptest::collection::vec(
+                prop_oneof![4 => 0x20u8..0x7F, 1 => Just(b'\\'), 1 => Just(0x01u8), 1 => 0x80u8..=0xFF],
+                0..30,
+            ),
+            after in proptest::collection::vec(any::<u8>(), 0..12),
+            before in 0usize..3,
+        ) {
+            let mut data = vec![b' '; before];
+            data.push(b'"');
+            data.extend_from_slice(&body);
+            data.push(b'"');
+            data.extend_from_slice(&after);
+            let read = read_with(&data, before + 1, |cur| cur.string_body());
+            match plain_ascii_end(&data, before) {
+                Some(close) => {
+                    prop_assert_eq!(read, Some(((before + 1, close, false), close + 1)));
+                    prop_assert!(data[before + 1..close].is_ascii());
+                }
+                None => {
+                    let plain = body.iter().take_while(|&&b| b != b'"').all(|&b| (0x20..0x7F).contains(&b) && b != b'\\');
+                    let close = before + 1 + body.iter().position(|&b| b == b'"').unwrap_or(body.len());
+                    prop_assert!(!plain || close + 8 >= data.len(), "{:?} not found", data);
+                }
+            }
+            // Not at a quote: nothing.
+            prop_assert_eq!(plain_ascii_end(&data, before + 1 + body.len() + 1), None);
+        }
+
+        /// A plain integer ends where the number reader ends it, and where the count reader
+        /// does for nine digits or fewer (with the value the digits spell).
+        #[test]
+        fn a_plain_integer_ends_where_the_number_and_count_readers_end_it(
+            text in "[-0-9.eE+ ]{0,14}",
+            after in "[,}\\]a-z]{0,2}",
+        ) {
+            let data = format!("{text}{after}").into_bytes();
+            let number = read_with(&data, 0, |cur| cur.number()).map(|((), end)| end);
+            let count = read_with(&data, 0, |cur| cur.count());
+            if let Some(end) = plain_integer_end(&data, 0) {
+                prop_assert_eq!(number, Some(end));
+                if end <= 9 {
+                    let digits = std::str::from_utf8(&data[..end]).unwrap_or_default();
+                    prop_assert_eq!(count, Some((digits.parse::<u32>().ok(), end)));
+                }
+            } else {
+                // Refused: anything but digits starting 1–9 and not going on as a float.
+                let plain = matches!(data.first(), Some(b'1'..=b'9'))
+                    && !data.iter().find(|b| !b.is_ascii_digit()).is_some_and(|b| matches!(b, b'.' | b'e' | b'E'));
+                prop_assert!(!plain, "{:?} refused", data);
             }
         }
     }

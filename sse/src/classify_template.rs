@@ -1,8 +1,10 @@
 //! A stream's event template: the last event scanned whole, kept as its bytes outside the
 //! values the classification reads (its *holes*: text fields and token counts). The events of
 //! one response mostly differ from each other only there (`"content":"…"`, `"completion_tokens":
-//! …`, and `"total_tokens":…`, the one number the classification skips that changes as they do), so the next event is checked against the template piece by piece (one `memcmp` per
-//! piece) and only its holes are scanned.
+//! …`, and `"total_tokens":…`, the one number the classification skips that changes as they
+//! do), so the next event is checked against the template piece by piece (a few word compares
+//! for a short piece, a `memcmp` for a long one) and only its holes are scanned: a plain ASCII
+//! string or a plain integer directly, anything else by the whole scan's own readers.
 //!
 //! Why the result is the whole scan's: the scan is a function of the bytes alone, read from left
 //! to right, and what it does at a byte depends only on the bytes before it and on what its
@@ -19,8 +21,8 @@
 //! replayed events in a row had it, and is then compared instead of read ([`Template::replay`]
 //! says why that keeps the whole scan's result).
 
-use super::json::Cursor;
-use super::{Kind, Scan};
+use super::json::{plain_ascii_end, plain_integer_end, Cursor};
+use super::{Kind, Scan, Segment, MAX_SEGMENTS};
 use tokentrace_format::Usage;
 
 /// Most holes an event may have to be kept as a template.
@@ -177,6 +179,116 @@ impl Last {
     }
 }
 
+/// Read one hole's value at `start` (the end of the piece before it) as the whole scan read
+/// the template's; false when it does not read as a value of the same kind. A plain ASCII
+/// string or a plain integer (of nine digits at most, for a count) is read here directly
+/// ([`plain_ascii_end`], [`plain_integer_end`]: the spans and values the cursor's readers give
+/// them); anything else goes through those readers.
+#[inline(always)]
+fn replay_hole(
+    cur: &mut Cursor<'_, '_>,
+    hole: Hole,
+    start: usize,
+    one_line: bool,
+    usage: &mut Option<Usage>,
+) -> bool {
+    let data = cur.data;
+    match hole {
+        Hole::Text { kind, kept } => {
+            if let Some(close) = plain_ascii_end(data, start) {
+                let empty = close == start + 1;
+                if empty == kept || (!empty && cur.count == MAX_SEGMENTS) {
+                    return false;
+                }
+                if !empty {
+                    // Fit: as `text_value`'s.
+                    cur.segments[cur.count] = Segment {
+                        kind,
+                        in_scratch: false,
+                        start: (start + 1) as u32,
+                        end: close as u32,
+                    };
+                    cur.count += 1;
+                }
+                cur.pos = close + 1;
+                return true;
+            }
+        }
+        Hole::Number => {
+            if let Some(end) = plain_integer_end(data, start) {
+                cur.pos = end;
+                return true;
+            }
+        }
+        Hole::Count(field) => {
+            // Nine digits or fewer always fit a u32; more are read by `count`, which checks.
+            if let (Some(end), Some(usage)) = (plain_integer_end(data, start), usage.as_mut()) {
+                if end - start <= 9 {
+                    let value = data[start..end]
+                        .iter()
+                        .fold(0u32, |value, &d| value * 10 + u32::from(d - b'0'));
+                    field.set(usage, Some(value));
+                    cur.pos = end;
+                    return true;
+                }
+            }
+        }
+    }
+    // Whitespace before the value; where the bytes must be one line, none of it a break.
+    if one_line && line_break_before_value(data, start) {
+        return false;
+    }
+    cur.pos = start;
+    match hole {
+        Hole::Text { kind, kept } => {
+            let before = cur.count;
+            cur.text_value(kind).is_ok() && (cur.count > before) == kept
+        }
+        Hole::Count(field) => match (cur.count(), usage.as_mut()) {
+            (Ok(value), Some(usage)) => {
+                field.set(usage, value);
+                true
+            }
+            _ => false,
+        },
+        Hole::Number => matches!(cur.peek(), Ok(b'-' | b'0'..=b'9')) && cur.number().is_ok(),
+    }
+}
+
+/// Whether two byte strings are equal; a piece of a template is often a few bytes, where a
+/// few overlapping word loads cost less than a library call.
+#[inline(always)]
+fn same(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], at: usize| {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(&s[at..at + 8]);
+        u64::from_le_bytes(bytes)
+    };
+    let half = |s: &[u8], at: usize| {
+        let mut bytes = [0u8; 4];
+        bytes.copy_from_slice(&s[at..at + 4]);
+        u32::from_le_bytes(bytes)
+    };
+    // Each arm's loads, overlapping, cover every byte of the lengths it takes.
+    match n {
+        0 => true,
+        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
+        4..=7 => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
+        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
+        17..=32 => {
+            word(a, 0) == word(b, 0)
+                && word(a, 8) == word(b, 8)
+                && word(a, n - 16) == word(b, n - 16)
+                && word(a, n - 8) == word(b, n - 8)
+        }
+        _ => a == b,
+    }
+}
+
 /// Whether the whitespace at `data[start..]`, before a hole's value, holds a line break.
 #[inline]
 fn line_break_before_value(data: &[u8], start: usize) -> bool {
@@ -274,37 +386,18 @@ impl Template {
         for (&(at, hole), span) in holes.iter().zip(spans.iter_mut()) {
             let at = at as usize;
             let piece = &self.bytes[lit..at];
-            if !data[pos..].starts_with(piece) {
-                return false;
-            }
             let start = pos + piece.len();
-            if one_line && line_break_before_value(data, start) {
+            if !data.get(pos..start).is_some_and(|bytes| same(bytes, piece))
+                || !replay_hole(cur, hole, start, one_line, &mut usage)
+            {
                 return false;
-            }
-            cur.pos = start;
-            match hole {
-                Hole::Text { kind, kept } => {
-                    let before = cur.count;
-                    if cur.text_value(kind).is_err() || (cur.count > before) != kept {
-                        return false;
-                    }
-                }
-                Hole::Count(field) => match (cur.count(), usage.as_mut()) {
-                    (Ok(value), Some(usage)) => field.set(usage, value),
-                    _ => return false,
-                },
-                Hole::Number => {
-                    if !matches!(cur.peek(), Ok(b'-' | b'0'..=b'9')) || cur.number().is_err() {
-                        return false;
-                    }
-                }
             }
             // Fit: the scan takes no event longer than `u32::MAX` (`scan_as`).
             *span = (start as u32, cur.pos as u32);
             pos = cur.pos;
             lit = at;
         }
-        if data[pos..] != self.bytes[lit..] {
+        if !same(&data[pos..], &self.bytes[lit..]) {
             return false;
         }
         // Holes to fold: bit k for hole k.
@@ -411,6 +504,31 @@ impl Template {
             self.holes_len = 0;
             self.head = head;
             self.whole = false;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same;
+
+    /// The word compare agrees with the slice compare at every length it takes apart (and
+    /// past them), for equal bytes and for a difference at any one place, whatever the byte.
+    #[test]
+    fn pieces_compare_as_slices_do_at_every_length_and_place() {
+        for n in 0..48 {
+            let a: Vec<u8> = (0..n).map(|i| (i * 37 + 11) as u8).collect();
+            assert!(same(&a, &a.clone()), "length {n}");
+            for at in 0..n {
+                for flip in [0x01, 0x80, 0xFF] {
+                    let mut b = a.clone();
+                    b[at] ^= flip;
+                    assert!(!same(&a, &b), "length {n}, byte {at} ^ {flip:#x}");
+                }
+            }
+            let mut longer = a.clone();
+            longer.push(0);
+            assert!(!same(&a, &longer), "lengths {n} and {}", n + 1);
         }
     }
 }
