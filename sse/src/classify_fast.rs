@@ -140,9 +140,6 @@ impl<'a> Cursor<'a, '_> {
             // Empty text changes neither lengths nor the hash.
             return Ok(());
         }
-        if self.count == MAX_SEGMENTS {
-            return Err(Bail);
-        }
         let (in_scratch, start, end) = if escaped {
             let from = self.scratch.len();
             unescape(&self.data[start..end], self.scratch)?;
@@ -152,9 +149,23 @@ impl<'a> Cursor<'a, '_> {
             utf8(&self.data[start..end])?;
             (false, start, end)
         };
+        self.push_segment(kind, in_scratch, start, end)
+    }
+
+    /// Keep a text field's bytes, `start..end` of the event or of the scratch buffer, as the
+    /// next segment; Err when the event already has [`MAX_SEGMENTS`].
+    #[inline(always)]
+    pub(crate) fn push_segment(
+        &mut self,
+        kind: Kind,
+        in_scratch: bool,
+        start: usize,
+        end: usize,
+    ) -> R<()> {
+        let slot = self.segments.get_mut(self.count).ok_or(Bail)?;
         // Fit: `scan_as` takes no event longer than `u32::MAX`, and unescaped text is
         // shorter than its escaped form.
-        self.segments[self.count] = Segment {
+        *slot = Segment {
             kind,
             in_scratch,
             start: start as u32,

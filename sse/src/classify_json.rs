@@ -329,23 +329,14 @@ fn specials(w: u64) -> u64 {
 /// character, checked eight bytes at a time; the last few bytes of `data` (and any `i` past
 /// its end) are left to the caller's byte loop.
 #[inline]
-pub(crate) fn plain_run(data: &[u8], mut i: usize) -> usize {
-    while let Some(word) = data.get(i..i + 8) {
-        let mut bytes = [0u8; 8];
-        bytes.copy_from_slice(word);
-        let flagged = specials(u64::from_le_bytes(bytes));
-        if flagged != 0 {
-            return i + (flagged.trailing_zeros() / 8) as usize;
-        }
-        i += 8;
-    }
-    i
+pub(crate) fn plain_run(data: &[u8], i: usize) -> usize {
+    first_flagged(data, i, specials)
 }
 
 /// Where the string opening at `open` (a quote) closes, when it is plain ASCII: no escape, no
 /// control character and no byte of 0x80 or more before its closing quote. Eight bytes at a
-/// time, as [`plain_run`]; None for anything else, and when the closing quote is not found
-/// before the last eight bytes of `data` (the general scan then reads the string). A string
+/// time, as [`plain_run`]; None for anything else, and when the closing quote lies past the
+/// first byte after the last whole word (the general scan then reads the string). A string
 /// this finds is one [`Cursor::string_body`] ends at the same quote, unescaped, and whose
 /// bytes are valid UTF-8.
 #[inline]
@@ -354,20 +345,27 @@ pub(crate) fn plain_ascii_end(data: &[u8], open: usize) -> Option<usize> {
     if data.get(open) != Some(&b'"') {
         return None;
     }
-    let mut i = open + 1;
+    // The lowest flagged byte is exact in each part, so it is in their union.
+    let at = first_flagged(data, open + 1, |w| specials(w) | (w & HIGH));
+    // Every byte before `at` was read and is plain.
+    (data.get(at) == Some(&b'"')).then_some(at)
+}
+
+/// The index of the lowest byte `flags` marks (the high bit of its byte) in the words read
+/// eight bytes at a time from `i`; where fewer than eight bytes are left, the index of the
+/// first byte not read.
+#[inline(always)]
+fn first_flagged(data: &[u8], mut i: usize, flags: impl Fn(u64) -> u64) -> usize {
     while let Some(word) = data.get(i..i + 8) {
         let mut bytes = [0u8; 8];
         bytes.copy_from_slice(word);
-        let w = u64::from_le_bytes(bytes);
-        // The lowest flagged byte is exact in each part, so it is in their union.
-        let flagged = specials(w) | (w & HIGH);
+        let flagged = flags(u64::from_le_bytes(bytes));
         if flagged != 0 {
-            let at = i + (flagged.trailing_zeros() / 8) as usize;
-            return (data[at] == b'"').then_some(at);
+            return i + (flagged.trailing_zeros() / 8) as usize;
         }
         i += 8;
     }
-    None
+    i
 }
 
 /// Where the number at `at` ends, when it is a plain integer that does not start with zero

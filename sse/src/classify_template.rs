@@ -22,7 +22,7 @@
 //! says why that keeps the whole scan's result).
 
 use super::json::{plain_ascii_end, plain_integer_end, Cursor};
-use super::{Kind, Scan, Segment, MAX_SEGMENTS};
+use super::{Kind, Scan};
 use tokentrace_format::Usage;
 
 /// Most holes an event may have to be kept as a template.
@@ -181,9 +181,9 @@ impl Last {
 
 /// Read one hole's value at `start` (the end of the piece before it) as the whole scan read
 /// the template's; false when it does not read as a value of the same kind. A plain ASCII
-/// string or a plain integer (of nine digits at most, for a count) is read here directly
-/// ([`plain_ascii_end`], [`plain_integer_end`]: the spans and values the cursor's readers give
-/// them); anything else goes through those readers.
+/// string or a plain integer number is read here directly ([`plain_ascii_end`],
+/// [`plain_integer_end`]: the spans the cursor's readers give them); anything else goes
+/// through those readers.
 #[inline(always)]
 fn replay_hole(
     cur: &mut Cursor<'_, '_>,
@@ -196,22 +196,11 @@ fn replay_hole(
     match hole {
         Hole::Text { kind, kept } => {
             if let Some(close) = plain_ascii_end(data, start) {
+                // As `text_value`: an empty string keeps no segment.
                 let empty = close == start + 1;
-                if empty == kept || (!empty && cur.count == MAX_SEGMENTS) {
-                    return false;
-                }
-                if !empty {
-                    // Fit: as `text_value`'s.
-                    cur.segments[cur.count] = Segment {
-                        kind,
-                        in_scratch: false,
-                        start: (start + 1) as u32,
-                        end: close as u32,
-                    };
-                    cur.count += 1;
-                }
                 cur.pos = close + 1;
-                return true;
+                return empty != kept
+                    && (empty || cur.push_segment(kind, false, start + 1, close).is_ok());
             }
         }
         Hole::Number => {
@@ -220,19 +209,8 @@ fn replay_hole(
                 return true;
             }
         }
-        Hole::Count(field) => {
-            // Nine digits or fewer always fit a u32; more are read by `count`, which checks.
-            if let (Some(end), Some(usage)) = (plain_integer_end(data, start), usage.as_mut()) {
-                if end - start <= 9 {
-                    let value = data[start..end]
-                        .iter()
-                        .fold(0u32, |value, &d| value * 10 + u32::from(d - b'0'));
-                    field.set(usage, Some(value));
-                    cur.pos = end;
-                    return true;
-                }
-            }
-        }
+        // A count's own reader starts with its digits.
+        Hole::Count(_) => {}
     }
     // Whitespace before the value; where the bytes must be one line, none of it a break.
     if one_line && line_break_before_value(data, start) {
