@@ -284,10 +284,6 @@ struct WriterState {
     open: std::collections::HashSet<u64>,
 }
 
-/// Most young checkpoint bytes held back from blocks, in blocks (of the target size): about
-/// 2.5 MB of estimated bytes at 1,024 streams × 2 ms, half a second of chunks.
-const HELD_BLOCKS: usize = 8;
-
 /// Whether a block being written leaves the young checkpoints for a later one.
 #[derive(Clone, Copy)]
 enum Hold {
@@ -307,14 +303,9 @@ impl WriterState {
             .clamp(1, MAX_RAW_LEN as usize / 4);
         let mut pending = Pending::default();
         let mut inbox = Inbox::new(rx);
-        // Young checkpoints held back from a block count toward no later block's size (only
-        // what arrives after it does, `Pending::new_bytes`), so a round of them may come to
-        // more than a block: at 1,024 streams it does, and a bound of half a block wrote them
-        // all. The bound keeps what they hold in proportion to the block size.
-        let hold = Hold::Young(
-            pending::hold(self.config.block_max_age),
-            target.saturating_mul(HELD_BLOCKS),
-        );
+        // Young checkpoints held back from a block that fills up come to less than half a
+        // block, so holding them never makes the next block flush at once.
+        let hold = Hold::Young(pending::hold(self.config.block_max_age), target / 2);
         loop {
             let message = inbox.next(pending.oldest.map(|t| t + self.config.block_max_age));
             let now = Instant::now();
@@ -364,7 +355,7 @@ impl WriterState {
             let aged = pending
                 .oldest
                 .is_some_and(|t| t.elapsed() >= self.config.block_max_age);
-            if pending.new_bytes() >= target || aged {
+            if pending.bytes >= target || aged {
                 self.flush(&mut pending, hold)?;
             }
         }
