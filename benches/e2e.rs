@@ -9,7 +9,8 @@
 //! Needs the release binary: `cargo build --release` first. Then
 //! `cargo bench --bench e2e -- [--levels 64,256,1024,2048] [--steps 10,2] [--request-ms 1000]
 //!  [--waves 2] [--threads 2] [--sim-threads 1] [--no-floor]
-//!  [--floor epoll|epoll-parse|tokio] [--aiperf PATH | --no-aiperf] [--aiperf-timeout 300]
+//!  [--floor epoll|epoll-parse|epoll-stamped|uring|tokio]
+//!  [--aiperf PATH | --no-aiperf] [--aiperf-timeout 300]
 //!  [--aiperf-burst]
 //!  [--run-timeout SECS] [--keep] [--tls] [--repeat 1]
 //!  [--pin] [--bin target/release/tokentrace] [--record-bin PATH]
@@ -33,6 +34,8 @@ mod accuracy;
 mod aiperf;
 #[path = "e2e/floor.rs"]
 mod floor;
+#[path = "e2e/floor_check.rs"]
+mod floor_check;
 #[path = "e2e/floor_epoll.rs"]
 mod floor_epoll;
 #[path = "e2e/floor_parse.rs"]
@@ -41,6 +44,8 @@ mod floor_parse;
 mod floor_tls;
 #[path = "e2e/floor_tokio.rs"]
 mod floor_tokio;
+#[path = "e2e/floor_uring.rs"]
+mod floor_uring;
 #[path = "e2e/ladders.rs"]
 mod ladders;
 #[path = "e2e/procs.rs"]
@@ -318,6 +323,7 @@ fn main() {
             .and_then(|()| accuracy::self_check(&dir))
             .and_then(|()| floor::self_check())
             .and_then(|()| floor_parse::self_check())
+            .and_then(|()| floor_check::self_check())
             .and_then(|()| aiperf::self_check())
             .and_then(|()| ladders::self_check());
         let _ = std::fs::remove_dir_all(&dir);
@@ -429,6 +435,13 @@ fn bench(args: &[String]) -> io::Result<()> {
                 .to_string()
         }
         FloorKind::Tokio => format!("the floor (tokio) {} worker threads", s.threads),
+        FloorKind::EpollStamped => {
+            "the floor one thread (epoll, recvmsg with kernel receive times)".to_string()
+        }
+        FloorKind::Uring => {
+            "the floor one thread (io_uring multishot recvmsg with kernel receive times)"
+                .to_string()
+        }
     };
     let steps: Vec<String> = s
         .steps

@@ -33,8 +33,14 @@ pub enum FloorKind {
     /// The same, with the recorder's SSE parse, classification and packing of every read
     /// (`floor_parse.rs`).
     EpollParse,
+    /// The same, reading with `recvmsg` and the kernel's receive time (`SO_TIMESTAMPNS`), as
+    /// the recorder reads.
+    EpollStamped,
     /// A tokio runtime, one task per stream.
     Tokio,
+    /// One thread, one io_uring, multishot `recvmsg` with kernel receive times
+    /// (`floor_uring.rs`).
+    Uring,
 }
 
 impl FloorKind {
@@ -43,9 +49,11 @@ impl FloorKind {
         match text {
             "epoll" => Ok(FloorKind::Epoll),
             "epoll-parse" => Ok(FloorKind::EpollParse),
+            "epoll-stamped" => Ok(FloorKind::EpollStamped),
             "tokio" => Ok(FloorKind::Tokio),
+            "uring" => Ok(FloorKind::Uring),
             other => Err(format!(
-                "unknown floor {other:?} (epoll, epoll-parse or tokio)"
+                "unknown floor {other:?} (epoll, epoll-parse, epoll-stamped, tokio or uring)"
             )),
         }
     }
@@ -55,7 +63,9 @@ impl FloorKind {
         match self {
             FloorKind::Epoll => "epoll",
             FloorKind::EpollParse => "epoll-parse",
+            FloorKind::EpollStamped => "epoll-stamped",
             FloorKind::Tokio => "tokio",
+            FloorKind::Uring => "uring",
         }
     }
 }
@@ -193,13 +203,21 @@ pub fn child_main(args: FloorArgs) -> io::Result<()> {
     let before = own_usage();
     let started = mono_now_ns();
     let (all, failures) = match args.kind {
-        FloorKind::Epoll | FloorKind::EpollParse => crate::floor_epoll::run(&args)?,
+        FloorKind::EpollStamped if args.tls_ca.is_some() => {
+            return Err(io::Error::other(
+                "the epoll-stamped floor has no TLS; use the epoll floor",
+            ))
+        }
+        FloorKind::Epoll | FloorKind::EpollParse | FloorKind::EpollStamped => {
+            crate::floor_epoll::run(&args)?
+        }
         FloorKind::Tokio if args.tls_ca.is_some() => {
             return Err(io::Error::other(
                 "the tokio floor has no TLS; use the epoll floor",
             ))
         }
         FloorKind::Tokio => crate::floor_tokio::run(&args)?,
+        FloorKind::Uring => crate::floor_uring::run(&args)?,
     };
     let ended = mono_now_ns();
     // Measured before the arrivals are written: a floor client would not write them.

@@ -23,6 +23,7 @@ use crate::floor_tls;
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd};
+use tokentrace_format::clock::realtime_now_ns;
 use tokentrace_recorder::epoll::Epoll;
 
 /// Ready sockets taken per `epoll_wait`.
@@ -36,7 +37,7 @@ const STALL_NS: u64 = 60_000_000_000;
 
 /// CLOCK_MONOTONIC, ns (the clock of the simulator's truth log).
 #[inline]
-fn mono_ns() -> u64 {
+pub fn mono_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -44,6 +45,73 @@ fn mono_ns() -> u64 {
     // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// One `recvmsg` into `buf` with the kernel's receive time of the read (`SO_TIMESTAMPNS`),
+/// moved onto CLOCK_MONOTONIC by `offset`; the clock read after it where none came. The
+/// least such a read takes (room for the one control message, no walk over several), so
+/// `epoll-stamped` against `epoll` is what the receive time itself costs.
+pub fn recv_stamped(fd: i32, buf: &mut [u8], offset: u64) -> (isize, u64) {
+    let mut control = [0u8; TIMESTAMP_CONTROL];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: an all-zero msghdr is valid; its pointers are set below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = control.len();
+    // SAFETY: `msg` points at live, writable buffers of the lengths it gives.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, 0) };
+    let received = control.get(..msg.msg_controllen).unwrap_or(&[]);
+    let at = match kernel_time(received, offset) {
+        Some(at) if n > 0 => at,
+        _ => mono_ns(),
+    };
+    (n, at)
+}
+
+/// Asks the kernel for each read's receive time on socket `fd` (`SO_TIMESTAMPNS`).
+pub fn enable_timestamps(fd: i32) -> io::Result<()> {
+    let one: libc::c_int = 1;
+    // SAFETY: a valid socket, and an option value of the length given.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Room for one `SCM_TIMESTAMPNS` control message: `CMSG_SPACE` of a timespec.
+pub const TIMESTAMP_CONTROL: usize = 32;
+
+/// The kernel's receive time in a read's control messages, when they are exactly one
+/// `SCM_TIMESTAMPNS` (x86-64 layout: length, level, type, then the timespec), moved onto
+/// CLOCK_MONOTONIC by `offset` (CLOCK_REALTIME minus CLOCK_MONOTONIC).
+pub fn kernel_time(control: &[u8], offset: u64) -> Option<u64> {
+    let word = |at: usize| -> Option<u64> {
+        Some(u64::from_ne_bytes(
+            control.get(at..at + 8)?.try_into().ok()?,
+        ))
+    };
+    let level_and_type = (libc::SCM_TIMESTAMPNS as u64) << 32 | libc::SOL_SOCKET as u64;
+    if control.len() != TIMESTAMP_CONTROL || word(8)? != level_and_type {
+        return None;
+    }
+    let realtime = word(16)?
+        .checked_mul(1_000_000_000)?
+        .checked_add(word(24)?)?;
+    Some(realtime.saturating_sub(offset))
 }
 
 /// One stream's connection and the response in flight on it.
@@ -143,7 +211,7 @@ pub fn send_all(stream: &TcpStream, mut bytes: &[u8]) -> io::Result<()> {
 }
 
 /// The request bytes for `id`, built in `out`.
-fn build_request<'a>(out: &'a mut Vec<u8>, parts: &(Vec<u8>, Vec<u8>), id: u64) -> &'a [u8] {
+pub fn build_request<'a>(out: &'a mut Vec<u8>, parts: &(Vec<u8>, Vec<u8>), id: u64) -> &'a [u8] {
     out.clear();
     out.extend_from_slice(&parts.0);
     let _ = write!(out, "{id}");
@@ -166,6 +234,8 @@ struct Floor<'a> {
     live: usize,
     done: Vec<Arrivals>,
     failures: u64,
+    /// CLOCK_REALTIME minus CLOCK_MONOTONIC, for kernel receive times (`epoll-stamped`).
+    offset: u64,
 }
 
 impl Floor<'_> {
@@ -194,6 +264,9 @@ impl Floor<'_> {
                 libc::EPOLLIN
             };
             let fd = stream.as_raw_fd();
+            if self.args.kind == FloorKind::EpollStamped {
+                enable_timestamps(fd)?;
+            }
             self.epoll
                 .ctl(libc::EPOLL_CTL_ADD, fd, interest as u32, slot as u64)?;
             Ok(Conn {
@@ -286,9 +359,13 @@ impl Floor<'_> {
             }
         } else {
             let fd = conn.stream.as_raw_fd();
-            // SAFETY: `buf` is writable for its length; `fd` is this connection's socket.
-            let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-            let now = mono_ns();
+            let (n, now) = if self.args.kind == FloorKind::EpollStamped {
+                recv_stamped(fd, buf, self.offset)
+            } else {
+                // SAFETY: `buf` is writable for its length; `fd` is this connection's socket.
+                let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+                (n, mono_ns())
+            };
             if n > 0 {
                 *last_read = now;
                 if let Some(parse) = conn.parse.as_mut() {
@@ -365,6 +442,7 @@ pub fn run(args: &FloorArgs) -> io::Result<(Vec<Arrivals>, u64)> {
         live: 0,
         done: Vec::with_capacity(args.requests as usize),
         failures: 0,
+        offset: realtime_now_ns().saturating_sub(mono_ns()),
     };
     for slot in 0..streams {
         if let Some(id) = floor.claim() {
