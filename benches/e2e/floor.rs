@@ -100,6 +100,9 @@ pub struct Arrivals {
     pub events: Vec<u64>,
     /// Reads that completed at least one event.
     pub event_reads: u32,
+    /// Reads that were to carry the kernel's receive time and came without it, stamped with
+    /// the clock instead (`epoll-stamped` and `uring` only).
+    pub unstamped: u32,
 }
 
 /// Per-response scan state: counts event ends and finds the end of the chunked body, across
@@ -119,6 +122,7 @@ impl Scan {
                 id,
                 events: Vec::with_capacity(events_per_request),
                 event_reads: 0,
+                unstamped: 0,
             },
             prev: 0,
             tail: [0; 7],
@@ -289,6 +293,7 @@ pub fn read_arrivals(path: &std::path::Path) -> io::Result<Vec<Arrivals>> {
             id,
             events,
             event_reads: 0,
+            unstamped: 0,
         });
     }
     Ok(out)

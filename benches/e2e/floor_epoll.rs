@@ -48,10 +48,10 @@ pub fn mono_ns() -> u64 {
 }
 
 /// One `recvmsg` into `buf` with the kernel's receive time of the read (`SO_TIMESTAMPNS`),
-/// moved onto CLOCK_MONOTONIC by `offset`; the clock read after it where none came. The
-/// least such a read takes (room for the one control message, no walk over several), so
-/// `epoll-stamped` against `epoll` is what the receive time itself costs.
-pub fn recv_stamped(fd: i32, buf: &mut [u8], offset: u64) -> (isize, u64) {
+/// moved onto CLOCK_MONOTONIC by `offset`: the bytes read, and the time (None where no
+/// receive time came). The least such a read takes (room for the one control message, no
+/// walk over several), so `epoll-stamped` against `epoll` is what the receive time costs.
+pub fn recv_stamped(fd: i32, buf: &mut [u8], offset: u64) -> (isize, Option<u64>) {
     let mut control = [0u8; TIMESTAMP_CONTROL];
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
@@ -62,15 +62,11 @@ pub fn recv_stamped(fd: i32, buf: &mut [u8], offset: u64) -> (isize, u64) {
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
     msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = control.len();
+    msg.msg_controllen = control.len() as _;
     // SAFETY: `msg` points at live, writable buffers of the lengths it gives.
     let n = unsafe { libc::recvmsg(fd, &mut msg, 0) };
-    let received = control.get(..msg.msg_controllen).unwrap_or(&[]);
-    let at = match kernel_time(received, offset) {
-        Some(at) if n > 0 => at,
-        _ => mono_ns(),
-    };
-    (n, at)
+    let received = control.get(..msg.msg_controllen as usize).unwrap_or(&[]);
+    (n, kernel_time(received, offset).filter(|_| n > 0))
 }
 
 /// Asks the kernel for each read's receive time on socket `fd` (`SO_TIMESTAMPNS`).
@@ -360,7 +356,11 @@ impl Floor<'_> {
         } else {
             let fd = conn.stream.as_raw_fd();
             let (n, now) = if self.args.kind == FloorKind::EpollStamped {
-                recv_stamped(fd, buf, self.offset)
+                let (n, at) = recv_stamped(fd, buf, self.offset);
+                if n > 0 && at.is_none() {
+                    conn.scan.arrivals.unstamped += 1;
+                }
+                (n, at.unwrap_or_else(mono_ns))
             } else {
                 // SAFETY: `buf` is writable for its length; `fd` is this connection's socket.
                 let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };

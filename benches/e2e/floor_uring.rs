@@ -28,7 +28,9 @@ const GROUP: u16 = 1;
 const STALL: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The provided-buffer ring: its entries (page-aligned, as the kernel requires) and the
-/// buffers they point at.
+/// buffers they point at. The kernel writes into a buffer only while it is in the ring, and
+/// this side reads one only after a completion handed it over and before giving it back.
+/// Whoever registers it must drop the io_uring first (`run` declares the ring after it).
 struct Buffers {
     ring: *mut types::BufRingEntry,
     ring_len: usize,
@@ -59,8 +61,8 @@ impl Buffers {
             memory: vec![0; usize::from(BUFFERS) * READ_BUF],
             tail: 0,
         };
-        // SAFETY: the ring lives as long as `buffers`, which outlives the io_uring's use of it
-        // (the ring is dropped first: `run` declares it after the buffers).
+        // SAFETY: the entries and buffers live as long as `buffers`, which its caller drops
+        // after the io_uring (see the type's comment).
         unsafe {
             uring
                 .submitter()
@@ -110,6 +112,25 @@ struct Conn {
     scan: Scan,
 }
 
+/// The error of a kernel that refuses io_uring or what this floor asks of it (multishot
+/// `recvmsg` and provided-buffer rings need Linux 6.0, `DEFER_TASKRUN` 6.1).
+fn refused(error: io::Error) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        format!("io_uring refused: {error}"),
+    )
+}
+
+/// Ends `slot`'s connection: shut down (which also ends its multishot read, whose last
+/// completions are then only recycled), its response kept.
+fn close(conns: &mut [Option<Conn>], slot: usize, done: &mut Vec<Arrivals>, live: &mut usize) {
+    if let Some(conn) = conns[slot].take() {
+        let _ = conn.stream.shutdown(std::net::Shutdown::Both);
+        done.push(conn.scan.arrivals);
+        *live -= 1;
+    }
+}
+
 /// Run the load; returns every response's arrivals and the number of connections that failed.
 pub fn run(args: &FloorArgs) -> io::Result<(Vec<Arrivals>, u64)> {
     if args.tls_ca.is_some() {
@@ -129,8 +150,9 @@ pub fn run(args: &FloorArgs) -> io::Result<(Vec<Arrivals>, u64)> {
         .setup_cqsize(4 * u32::from(BUFFERS))
         .setup_single_issuer()
         .setup_defer_taskrun()
-        .build(256)?;
-    buffers = Buffers::register(&uring)?;
+        .build(256)
+        .map_err(refused)?;
+    buffers = Buffers::register(&uring).map_err(refused)?;
     let arm = |uring: &mut IoUring, slot: usize, fd: i32, msg: &libc::msghdr| -> io::Result<()> {
         let sqe = opcode::RecvMsgMulti::new(types::Fd(fd), msg, GROUP)
             .build()
@@ -170,6 +192,7 @@ pub fn run(args: &FloorArgs) -> io::Result<(Vec<Arrivals>, u64)> {
     let wait = types::Timespec::new().sec(1);
     let wait = types::SubmitArgs::new().timespec(&wait);
     let mut last = std::time::Instant::now();
+    let mut cqes: Vec<cqueue::Entry> = Vec::new();
     while live > 0 {
         match uring.submitter().submit_with_args(1, &wait) {
             Ok(_) => {}
@@ -177,7 +200,8 @@ pub fn run(args: &FloorArgs) -> io::Result<(Vec<Arrivals>, u64)> {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
-        let cqes: Vec<cqueue::Entry> = uring.completion().collect();
+        cqes.clear();
+        cqes.extend(uring.completion());
         if cqes.is_empty() {
             if last.elapsed() > STALL {
                 return Err(io::Error::other(format!("no byte for 60 s, {live} open")));
@@ -185,7 +209,7 @@ pub fn run(args: &FloorArgs) -> io::Result<(Vec<Arrivals>, u64)> {
             continue;
         }
         last = std::time::Instant::now();
-        for cqe in cqes {
+        for cqe in &cqes {
             let slot = cqe.user_data() as usize;
             let more = cqueue::more(cqe.flags());
             let res = cqe.result();
@@ -198,7 +222,10 @@ pub fn run(args: &FloorArgs) -> io::Result<(Vec<Arrivals>, u64)> {
                     if payload.is_empty() {
                         outcome = Some(false);
                     } else {
-                        let at = kernel_time(out.control_data(), offset).unwrap_or_else(mono_ns);
+                        let at = kernel_time(out.control_data(), offset).unwrap_or_else(|| {
+                            conn.scan.arrivals.unstamped += 1;
+                            mono_ns()
+                        });
                         if conn.scan.feed(payload, at) {
                             outcome = Some(true);
                         }
@@ -219,25 +246,24 @@ pub fn run(args: &FloorArgs) -> io::Result<(Vec<Arrivals>, u64)> {
                             Scan::new(next, args.events_per_request),
                         );
                         done.push(scan.arrivals);
-                        if send_all(&conn.stream, build_request(&mut request, &parts, next))
-                            .is_err()
-                        {
-                            failures += 1;
-                        }
+                        let sent =
+                            send_all(&conn.stream, build_request(&mut request, &parts, next));
                         next += 1;
-                    } else if let Some(conn) = conns[slot].take() {
-                        // SAFETY: shutting down an open socket ends its multishot read.
-                        unsafe { libc::shutdown(conn.stream.as_raw_fd(), libc::SHUT_RDWR) };
-                        done.push(conn.scan.arrivals);
-                        live -= 1;
+                        if sent.is_err() {
+                            // Its response will never come: the connection ends here.
+                            failures += 1;
+                            close(&mut conns, slot, &mut done, &mut live);
+                            continue;
+                        }
+                    } else {
+                        close(&mut conns, slot, &mut done, &mut live);
                         continue;
                     }
                 }
                 Some(false) => {
-                    if let Some(conn) = conns[slot].take() {
-                        done.push(conn.scan.arrivals);
-                        live -= 1;
+                    if conns[slot].is_some() {
                         failures += 1;
+                        close(&mut conns, slot, &mut done, &mut live);
                     }
                     continue;
                 }
