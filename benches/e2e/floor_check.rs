@@ -1,11 +1,12 @@
-//! A check of the floors themselves (run by the bench's self-check, `cargo test --bench e2e`): each
-//! socket-level floor drives a closed loop against a small server on 127.0.0.1 that answers
-//! every request on a kept-alive connection with a chunked stream of events, and must see
-//! every request's every event, stamped within the run.
+//! A check of the floors themselves (run by the bench's self-check, `cargo test --release
+//! --bench e2e`): each socket-level floor drives a closed loop against a small server on
+//! 127.0.0.1 that answers every request on a kept-alive connection with a chunked stream of
+//! events, and must see every request's every event, stamped within the run.
 
 use crate::floor::{Arrivals, FloorArgs, FloorKind};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use tokentrace_format::mono_now_ns;
 
 /// Events per response.
 const EVENTS: usize = 5;
@@ -70,12 +71,12 @@ fn check(kind: FloorKind) -> io::Result<()> {
         out: std::env::temp_dir().join("unused"),
         tls_ca: None,
     };
-    let before = tokentrace_format::mono_now_ns();
+    let before = mono_now_ns();
     let (mut all, failures) = match kind {
         FloorKind::Uring => crate::floor_uring::run(&args)?,
         _ => crate::floor_epoll::run(&args)?,
     };
-    let after = tokentrace_format::mono_now_ns();
+    let after = mono_now_ns();
     all.sort_by_key(|a| a.id);
     let ids: Vec<u64> = all.iter().map(|a| a.id).collect();
     let wrong = |what: String| io::Error::other(format!("floor {}: {what}", kind.name()));
@@ -104,13 +105,13 @@ fn check(kind: FloorKind) -> io::Result<()> {
 /// asks and off again when the last one closes, and a read before that work ran comes
 /// without a time.
 fn stamps_are_the_kernels() -> io::Result<(TcpStream, TcpStream)> {
-    use crate::floor_epoll::{enable_timestamps, mono_ns, recv_stamped};
+    use crate::floor_epoll::{enable_timestamps, realtime_offset_ns, recv_stamped};
     use std::os::fd::AsRawFd;
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let client = TcpStream::connect(listener.local_addr()?)?;
     let (mut server, _) = listener.accept()?;
     enable_timestamps(client.as_raw_fd())?;
-    let offset = tokentrace_format::clock::realtime_now_ns().saturating_sub(mono_ns());
+    let offset = realtime_offset_ns();
     // Until the host's timestamps are on (bounded: 100 tries of 10 ms).
     for _ in 0..100 {
         server.write_all(b"x")?;
@@ -123,10 +124,10 @@ fn stamps_are_the_kernels() -> io::Result<(TcpStream, TcpStream)> {
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let sent = mono_ns();
+    let sent = mono_now_ns();
     server.write_all(b"x")?;
     std::thread::sleep(std::time::Duration::from_millis(20));
-    let before_read = mono_ns();
+    let before_read = mono_now_ns();
     let (n, at) = recv_stamped(client.as_raw_fd(), &mut [0u8; 16], offset);
     // The offset between the clocks was read once: 1 ms of slack below; above, the 20 ms
     // wait leaves 10 ms.

@@ -23,7 +23,7 @@ use crate::floor_tls;
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd};
-use tokentrace_format::clock::realtime_now_ns;
+use tokentrace_format::ClockAnchor;
 use tokentrace_recorder::epoll::Epoll;
 
 /// Ready sockets taken per `epoll_wait`.
@@ -37,7 +37,7 @@ const STALL_NS: u64 = 60_000_000_000;
 
 /// CLOCK_MONOTONIC, ns (the clock of the simulator's truth log).
 #[inline]
-pub fn mono_ns() -> u64 {
+fn mono_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -67,6 +67,13 @@ pub fn recv_stamped(fd: i32, buf: &mut [u8], offset: u64) -> (isize, Option<u64>
     let n = unsafe { libc::recvmsg(fd, &mut msg, 0) };
     let received = control.get(..msg.msg_controllen as usize).unwrap_or(&[]);
     (n, kernel_time(received, offset).filter(|_| n > 0))
+}
+
+/// CLOCK_REALTIME minus CLOCK_MONOTONIC now, from one paired reading of the two clocks: what
+/// moves a kernel receive time onto the truth log's clock ([`kernel_time`]).
+pub fn realtime_offset_ns() -> u64 {
+    let anchor = ClockAnchor::now();
+    anchor.realtime_ns.saturating_sub(anchor.mono_ns)
 }
 
 /// Asks the kernel for each read's receive time on socket `fd` (`SO_TIMESTAMPNS`).
@@ -442,7 +449,7 @@ pub fn run(args: &FloorArgs) -> io::Result<(Vec<Arrivals>, u64)> {
         live: 0,
         done: Vec::with_capacity(args.requests as usize),
         failures: 0,
-        offset: realtime_now_ns().saturating_sub(mono_ns()),
+        offset: realtime_offset_ns(),
     };
     for slot in 0..streams {
         if let Some(id) = floor.claim() {

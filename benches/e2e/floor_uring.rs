@@ -12,13 +12,14 @@
 
 use crate::floor::{request_parts, Arrivals, FloorArgs, Scan, READ_BUF};
 use crate::floor_epoll::{
-    build_request, enable_timestamps, kernel_time, mono_ns, send_all, TIMESTAMP_CONTROL,
+    build_request, enable_timestamps, kernel_time, realtime_offset_ns, send_all, TIMESTAMP_CONTROL,
 };
 use io_uring::{cqueue, opcode, types, IoUring};
 use std::io;
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU16, Ordering};
+use tokentrace_format::mono_now_ns;
 
 /// Buffers in the provided-buffer ring (a power of two).
 const BUFFERS: u16 = 4096;
@@ -163,8 +164,7 @@ pub fn run(args: &FloorArgs) -> io::Result<(Vec<Arrivals>, u64)> {
         }
         Ok(())
     };
-    // Realtime minus monotonic, to move kernel receive times onto the truth log's clock.
-    let offset = tokentrace_format::clock::realtime_now_ns().saturating_sub(mono_ns());
+    let offset = realtime_offset_ns();
     let mut conns: Vec<Option<Conn>> = Vec::with_capacity(streams);
     let mut next = 0u64;
     let mut failures = 0u64;
@@ -224,7 +224,7 @@ pub fn run(args: &FloorArgs) -> io::Result<(Vec<Arrivals>, u64)> {
                     } else {
                         let at = kernel_time(out.control_data(), offset).unwrap_or_else(|| {
                             conn.scan.arrivals.unstamped += 1;
-                            mono_ns()
+                            mono_now_ns()
                         });
                         if conn.scan.feed(payload, at) {
                             outcome = Some(true);
