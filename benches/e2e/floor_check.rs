@@ -105,17 +105,18 @@ fn check(kind: FloorKind) -> io::Result<()> {
 /// asks and off again when the last one closes, and a read before that work ran comes
 /// without a time.
 fn stamps_are_the_kernels() -> io::Result<(TcpStream, TcpStream)> {
-    use crate::floor_epoll::{enable_timestamps, realtime_offset_ns, recv_stamped};
+    use crate::floor_epoll::{realtime_offset_ns, recv_stamped};
     use std::os::fd::AsRawFd;
+    use tokentrace_recorder::read_clock::receive_time;
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let client = TcpStream::connect(listener.local_addr()?)?;
     let (mut server, _) = listener.accept()?;
-    enable_timestamps(client.as_raw_fd())?;
+    receive_time::enable(client.as_raw_fd())?;
     let offset = realtime_offset_ns();
     // Until the host's timestamps are on (bounded: 100 tries of 10 ms).
     for _ in 0..100 {
         server.write_all(b"x")?;
-        let (n, at) = recv_stamped(client.as_raw_fd(), &mut [0u8; 16], offset);
+        let (n, at) = recv_stamped(&client, &mut [0u8; 16], offset)?;
         if n != 1 {
             return Err(io::Error::other(format!("stamped read: {n} bytes, not 1")));
         }
@@ -128,7 +129,7 @@ fn stamps_are_the_kernels() -> io::Result<(TcpStream, TcpStream)> {
     server.write_all(b"x")?;
     std::thread::sleep(std::time::Duration::from_millis(20));
     let before_read = mono_now_ns();
-    let (n, at) = recv_stamped(client.as_raw_fd(), &mut [0u8; 16], offset);
+    let (n, at) = recv_stamped(&client, &mut [0u8; 16], offset)?;
     // The offset between the clocks was read once: 1 ms of slack below; above, the 20 ms
     // wait leaves 10 ms.
     match at {

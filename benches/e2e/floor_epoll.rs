@@ -25,6 +25,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd};
 use tokentrace_format::ClockAnchor;
 use tokentrace_recorder::epoll::Epoll;
+use tokentrace_recorder::read_clock::receive_time;
 
 /// Ready sockets taken per `epoll_wait`.
 const MAX_EVENTS: usize = 1024;
@@ -47,74 +48,30 @@ fn mono_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// One `recvmsg` into `buf` with the kernel's receive time of the read (`SO_TIMESTAMPNS`),
-/// moved onto CLOCK_MONOTONIC by `offset`: the bytes read, and the time (None where no
-/// receive time came). The least such a read takes (room for the one control message, no
-/// walk over several), so `epoll-stamped` against `epoll` is what the receive time costs.
-pub fn recv_stamped(fd: i32, buf: &mut [u8], offset: u64) -> (isize, Option<u64>) {
-    let mut control = [0u8; TIMESTAMP_CONTROL];
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    // SAFETY: an all-zero msghdr is valid; its pointers are set below.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = control.len() as _;
-    // SAFETY: `msg` points at live, writable buffers of the lengths it gives.
-    let n = unsafe { libc::recvmsg(fd, &mut msg, 0) };
-    let received = control.get(..msg.msg_controllen as usize).unwrap_or(&[]);
-    (n, kernel_time(received, offset).filter(|_| n > 0))
+/// One `recvmsg` into `buf` with the kernel's receive time of the read, as the recorder reads
+/// (`tokentrace_recorder::read_clock::receive_time`), moved onto CLOCK_MONOTONIC by
+/// `offset`: the bytes read, and the time (None where no receive time came).
+pub fn recv_stamped(
+    stream: &TcpStream,
+    buf: &mut [u8],
+    offset: u64,
+) -> io::Result<(usize, Option<u64>)> {
+    // SAFETY: initialized bytes are valid `MaybeUninit` bytes; the read only writes bytes.
+    let space = unsafe { &mut *(buf as *mut [u8] as *mut [std::mem::MaybeUninit<u8>]) };
+    let (n, received) = receive_time::recv(stream, space)?;
+    Ok((
+        n,
+        received
+            .filter(|_| n > 0)
+            .map(|ns| ns.saturating_sub(offset)),
+    ))
 }
 
 /// CLOCK_REALTIME minus CLOCK_MONOTONIC now, from one paired reading of the two clocks: what
-/// moves a kernel receive time onto the truth log's clock ([`kernel_time`]).
+/// moves a kernel receive time onto the truth log's clock.
 pub fn realtime_offset_ns() -> u64 {
     let anchor = ClockAnchor::now();
     anchor.realtime_ns.saturating_sub(anchor.mono_ns)
-}
-
-/// Asks the kernel for each read's receive time on socket `fd` (`SO_TIMESTAMPNS`).
-pub fn enable_timestamps(fd: i32) -> io::Result<()> {
-    let one: libc::c_int = 1;
-    // SAFETY: a valid socket, and an option value of the length given.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPNS,
-            (&one as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Room for one `SCM_TIMESTAMPNS` control message: `CMSG_SPACE` of a timespec.
-pub const TIMESTAMP_CONTROL: usize = 32;
-
-/// The kernel's receive time in a read's control messages, when they are exactly one
-/// `SCM_TIMESTAMPNS` (x86-64 layout: length, level, type, then the timespec), moved onto
-/// CLOCK_MONOTONIC by `offset` (CLOCK_REALTIME minus CLOCK_MONOTONIC).
-pub fn kernel_time(control: &[u8], offset: u64) -> Option<u64> {
-    let word = |at: usize| -> Option<u64> {
-        Some(u64::from_ne_bytes(
-            control.get(at..at + 8)?.try_into().ok()?,
-        ))
-    };
-    let level_and_type = (libc::SCM_TIMESTAMPNS as u64) << 32 | libc::SOL_SOCKET as u64;
-    if control.len() != TIMESTAMP_CONTROL || word(8)? != level_and_type {
-        return None;
-    }
-    let realtime = word(16)?
-        .checked_mul(1_000_000_000)?
-        .checked_add(word(24)?)?;
-    Some(realtime.saturating_sub(offset))
 }
 
 /// One stream's connection and the response in flight on it.
@@ -268,7 +225,7 @@ impl Floor<'_> {
             };
             let fd = stream.as_raw_fd();
             if self.args.kind == FloorKind::EpollStamped {
-                enable_timestamps(fd)?;
+                receive_time::enable(fd)?;
             }
             self.epoll
                 .ctl(libc::EPOLL_CTL_ADD, fd, interest as u32, slot as u64)?;
@@ -361,35 +318,39 @@ impl Floor<'_> {
                 Err(_) => Outcome::Failed,
             }
         } else {
-            let fd = conn.stream.as_raw_fd();
-            let (n, now) = if self.args.kind == FloorKind::EpollStamped {
-                let (n, at) = recv_stamped(fd, buf, self.offset);
-                if n > 0 && at.is_none() {
-                    conn.scan.arrivals.unstamped += 1;
-                }
-                (n, at.unwrap_or_else(mono_ns))
+            let read = if self.args.kind == FloorKind::EpollStamped {
+                recv_stamped(&conn.stream, buf, self.offset).map(|(n, at)| {
+                    if n > 0 && at.is_none() {
+                        conn.scan.arrivals.unstamped += 1;
+                    }
+                    (n, at.unwrap_or_else(mono_ns))
+                })
             } else {
+                let fd = conn.stream.as_raw_fd();
                 // SAFETY: `buf` is writable for its length; `fd` is this connection's socket.
                 let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-                (n, mono_ns())
+                match usize::try_from(n) {
+                    Ok(n) => Ok((n, mono_ns())),
+                    Err(_) => Err(io::Error::last_os_error()),
+                }
             };
-            if n > 0 {
-                *last_read = now;
-                if let Some(parse) = conn.parse.as_mut() {
-                    parse.feed(&buf[..n as usize], now);
+            match read {
+                Ok((0, _)) => Outcome::Eof,
+                Ok((n, now)) => {
+                    *last_read = now;
+                    if let Some(parse) = conn.parse.as_mut() {
+                        parse.feed(&buf[..n], now);
+                    }
+                    if conn.scan.feed(&buf[..n], now) {
+                        Outcome::Finished
+                    } else {
+                        Outcome::Pending
+                    }
                 }
-                if conn.scan.feed(&buf[..n as usize], now) {
-                    Outcome::Finished
-                } else {
-                    Outcome::Pending
-                }
-            } else if n == 0 {
-                Outcome::Eof
-            } else {
-                match io::Error::last_os_error().kind() {
+                Err(e) => match e.kind() {
                     io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Outcome::Pending,
                     _ => Outcome::Failed,
-                }
+                },
             }
         };
         match outcome {

@@ -11,20 +11,23 @@
 //! the server closes counts as failed (the simulator keeps every connection open).
 
 use crate::floor::{request_parts, Arrivals, FloorArgs, Scan, READ_BUF};
-use crate::floor_epoll::{
-    build_request, enable_timestamps, kernel_time, realtime_offset_ns, send_all, TIMESTAMP_CONTROL,
-};
+use crate::floor_epoll::{build_request, realtime_offset_ns, send_all};
 use io_uring::{cqueue, opcode, types, IoUring};
 use std::io;
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU16, Ordering};
 use tokentrace_format::mono_now_ns;
+use tokentrace_recorder::read_clock::receive_time;
 
 /// Buffers in the provided-buffer ring (a power of two).
 const BUFFERS: u16 = 4096;
 /// The buffer group's id.
 const GROUP: u16 = 1;
+/// Room for the one control message a read brings: `SCM_TIMESTAMPNS`'s timespec.
+// SAFETY: pure arithmetic on a length.
+const TIMESTAMP_CONTROL: usize =
+    unsafe { libc::CMSG_SPACE(std::mem::size_of::<libc::timespec>() as u32) } as usize;
 /// Give up when no completion came for this long.
 const STALL: std::time::Duration = std::time::Duration::from_secs(60);
 
@@ -173,7 +176,7 @@ pub fn run(args: &FloorArgs) -> io::Result<(Vec<Arrivals>, u64)> {
         let stream = TcpStream::connect(args.addr)?;
         stream.set_nodelay(true)?;
         stream.set_nonblocking(true)?;
-        enable_timestamps(stream.as_raw_fd())?;
+        receive_time::enable(stream.as_raw_fd())?;
         arm(&mut uring, slot, stream.as_raw_fd(), &msg)?;
         conns.push(Some(Conn {
             stream,
@@ -222,10 +225,14 @@ pub fn run(args: &FloorArgs) -> io::Result<(Vec<Arrivals>, u64)> {
                     if payload.is_empty() {
                         outcome = Some(false);
                     } else {
-                        let at = kernel_time(out.control_data(), offset).unwrap_or_else(|| {
-                            conn.scan.arrivals.unstamped += 1;
-                            mono_now_ns()
-                        });
+                        let received = receive_time::in_control(out.control_data());
+                        let at = received.map_or_else(
+                            || {
+                                conn.scan.arrivals.unstamped += 1;
+                                mono_now_ns()
+                            },
+                            |ns| ns.saturating_sub(offset),
+                        );
                         if conn.scan.feed(payload, at) {
                             outcome = Some(true);
                         }

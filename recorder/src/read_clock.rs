@@ -19,6 +19,7 @@ use hyper_util::rt::TokioIo;
 use std::future::Future;
 use std::io;
 use std::io::Write;
+use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -185,7 +186,7 @@ impl TimedTcp {
     pub fn new_detached(tcp: TcpStream, closes: CloseWatch) -> io::Result<TimedTcp> {
         let tcp = tcp.into_std()?;
         // Refused, the reads are stamped in user space (no timestamp comes with them).
-        let _ = kernel::enable(&tcp);
+        let _ = receive_time::enable(tcp.as_raw_fd());
         Ok(TimedTcp {
             fd: None,
             apart: Some(tcp),
@@ -226,7 +227,7 @@ impl TimedTcp {
         let last_read_ns = self.clock.last_read_ns();
         // SAFETY: initialized bytes are valid `MaybeUninit` bytes; the read only writes.
         let space = unsafe { &mut *(buf as *mut [u8] as *mut [std::mem::MaybeUninit<u8>]) };
-        match kernel::recv(self.tcp(), space) {
+        match receive_time::recv(self.tcp(), space) {
             Ok((n, received)) => {
                 if n > 0 {
                     match received {
@@ -303,7 +304,7 @@ impl AsyncRead for TimedTcp {
             // SAFETY: the read writes only initialized bytes, and only the `n` it reports are
             // marked initialized and filled below.
             let unfilled = unsafe { buf.unfilled_mut() };
-            match kernel::recv(guard.get_inner(), unfilled) {
+            match receive_time::recv(guard.get_inner(), unfilled) {
                 Ok((n, received)) => {
                     if n > 0 && n < room {
                         guard.clear_ready();
@@ -420,31 +421,36 @@ impl tower_service::Service<Uri> for TimedConnector {
 }
 
 /// Kernel receive timestamps of TCP reads (Linux); elsewhere the user-space clock is used.
+/// Public so that a reader outside the recorder (the benchmark's floors) takes the receive
+/// time exactly as the recorder does.
 #[cfg(target_os = "linux")]
-mod kernel {
+pub mod receive_time {
     use std::io;
-    use std::mem::MaybeUninit;
-    use std::os::fd::AsRawFd;
+    use std::mem::{size_of, MaybeUninit};
+    use std::os::fd::{AsRawFd, RawFd};
 
-    /// Ask the kernel to timestamp received segments; false when it refuses.
-    pub(super) fn enable(tcp: &std::net::TcpStream) -> bool {
+    /// Asks the kernel to timestamp the segments socket `fd` receives (`SO_TIMESTAMPNS`).
+    pub fn enable(fd: RawFd) -> io::Result<()> {
         let on: libc::c_int = 1;
-        // SAFETY: a valid socket and a c_int option value of the stated size.
+        // SAFETY: a plain system call with a c_int option value of the stated size.
         let rc = unsafe {
             libc::setsockopt(
-                tcp.as_raw_fd(),
+                fd,
                 libc::SOL_SOCKET,
                 libc::SO_TIMESTAMPNS,
                 (&on as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                size_of::<libc::c_int>() as libc::socklen_t,
             )
         };
-        rc == 0
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
     }
 
     /// One `recvmsg`: bytes read and the `SCM_TIMESTAMPNS` time (CLOCK_REALTIME ns), if any
     /// (there is none unless the socket's timestamping is on).
-    pub(super) fn recv(
+    pub fn recv(
         tcp: &std::net::TcpStream,
         buf: &mut [MaybeUninit<u8>],
     ) -> io::Result<(usize, Option<u64>)> {
@@ -452,49 +458,68 @@ mod kernel {
             iov_base: buf.as_mut_ptr().cast(),
             iov_len: buf.len(),
         };
-        // u64 elements keep the control buffer aligned for cmsghdr.
-        let mut control = [0u64; 8];
+        let mut control = [0u8; 64];
         // SAFETY: an all-zero msghdr is valid; the fields set below point at live buffers.
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
         msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = std::mem::size_of_val(&control) as _;
+        msg.msg_controllen = control.len() as _;
         // SAFETY: `msg` describes valid, writable buffers that outlive the call.
         let n = unsafe { libc::recvmsg(tcp.as_raw_fd(), &mut msg, 0) };
         if n < 0 {
             return Err(io::Error::last_os_error());
         }
+        let filled = control
+            .get(..msg.msg_controllen as usize)
+            .unwrap_or(&control);
+        Ok((n as usize, in_control(filled)))
+    }
+
+    /// The `SCM_TIMESTAMPNS` time (CLOCK_REALTIME ns) among a read's control messages, as the
+    /// kernel wrote them (`recvmsg`'s control buffer, or an io_uring completion's). The bytes
+    /// need no alignment: each header and time is read unaligned, and a message that runs
+    /// past the end stops the walk.
+    pub fn in_control(control: &[u8]) -> Option<u64> {
+        // SAFETY (both): pure arithmetic on lengths.
+        let header = unsafe { libc::CMSG_LEN(0) } as usize;
+        let space = |len: usize| unsafe { libc::CMSG_SPACE((len - header) as u32) } as usize;
+        let mut at = 0;
         let mut received = None;
-        // SAFETY: the CMSG_* walk stays inside msg_controllen as the kernel filled it, and the
-        // timespec is read unaligned from a message of the type that carries one.
-        unsafe {
-            let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
-            while !cmsg.is_null() {
-                if (*cmsg).cmsg_level == libc::SOL_SOCKET
-                    && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS
-                {
-                    let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast());
-                    received = Some((ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64);
-                }
-                cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        while let Some(bytes) = control.get(at..at + size_of::<libc::cmsghdr>()) {
+            // SAFETY: `bytes` holds a whole header, read unaligned.
+            let cmsg: libc::cmsghdr = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast()) };
+            let len = cmsg.cmsg_len as usize;
+            let Some(data) = control.get(at + header..at + len).filter(|_| len >= header) else {
+                break;
+            };
+            if cmsg.cmsg_level == libc::SOL_SOCKET
+                && cmsg.cmsg_type == libc::SCM_TIMESTAMPNS
+                && data.len() >= size_of::<libc::timespec>()
+            {
+                // SAFETY: `data` holds a whole timespec, read unaligned.
+                let ts: libc::timespec = unsafe { std::ptr::read_unaligned(data.as_ptr().cast()) };
+                received = Some((ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64);
             }
+            at += space(len);
         }
-        Ok((n as usize, received))
+        received
     }
 }
 
-/// Without kernel timestamps every read is stamped in user space.
 #[cfg(not(target_os = "linux"))]
-mod kernel {
+pub mod receive_time {
     use std::io::{self, Read};
     use std::mem::MaybeUninit;
+    use std::os::fd::RawFd;
 
-    pub(super) fn enable(_tcp: &std::net::TcpStream) -> bool {
-        false
+    /// Receive timestamps are Linux's: refused here.
+    pub fn enable(_fd: RawFd) -> io::Result<()> {
+        Err(io::ErrorKind::Unsupported.into())
     }
 
-    pub(super) fn recv(
+    /// One read: bytes read, and no receive time.
+    pub fn recv(
         mut tcp: &std::net::TcpStream,
         buf: &mut [MaybeUninit<u8>],
     ) -> io::Result<(usize, Option<u64>)> {
@@ -660,6 +685,68 @@ mod tests {
         assert_eq!(clock.last_read_ns(), 5_000);
         clock.advance(5_010);
         assert_eq!(clock.last_read_ns(), 5_010);
+    }
+
+    /// One control message as the kernel lays it out: header, data, padding to the next.
+    #[cfg(target_os = "linux")]
+    fn control_message(level: i32, kind: i32, data: &[u8]) -> Vec<u8> {
+        // SAFETY: an all-zero header is valid; its fields are set below.
+        let mut header: libc::cmsghdr = unsafe { std::mem::zeroed() };
+        // SAFETY (both): pure arithmetic on lengths.
+        header.cmsg_len = unsafe { libc::CMSG_LEN(data.len() as u32) } as _;
+        let space = unsafe { libc::CMSG_SPACE(data.len() as u32) } as usize;
+        header.cmsg_level = level;
+        header.cmsg_type = kind;
+        // SAFETY: the header's own bytes, for its size.
+        let mut bytes = unsafe {
+            std::slice::from_raw_parts(
+                (&header as *const libc::cmsghdr).cast::<u8>(),
+                std::mem::size_of::<libc::cmsghdr>(),
+            )
+        }
+        .to_vec();
+        bytes.resize(header.cmsg_len as usize - data.len(), 0);
+        bytes.extend_from_slice(data);
+        bytes.resize(space, 0);
+        bytes
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_receive_time_is_found_among_control_messages_unaligned() {
+        use receive_time::in_control;
+        let ts = libc::timespec {
+            tv_sec: 5,
+            tv_nsec: 7,
+        };
+        // SAFETY: the timespec's own bytes, for its size.
+        let time = unsafe {
+            std::slice::from_raw_parts(
+                (&ts as *const libc::timespec).cast::<u8>(),
+                std::mem::size_of::<libc::timespec>(),
+            )
+        };
+        let other = control_message(libc::SOL_SOCKET, libc::SCM_RIGHTS, &[1, 2, 3, 4]);
+        let stamp = control_message(libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS, time);
+        // One byte in front, so that nothing in the walk is aligned.
+        let mut bytes = vec![0u8];
+        bytes.extend_from_slice(&other);
+        bytes.extend_from_slice(&stamp);
+        assert_eq!(in_control(&bytes[1..]), Some(5_000_000_007));
+        assert_eq!(
+            in_control(&bytes[1..1 + other.len()]),
+            None,
+            "no time there"
+        );
+        let cut = other.len() + stamp.len() - 1;
+        assert_eq!(in_control(&bytes[1..1 + cut]), None, "a time cut short");
+        let wrong_level = control_message(libc::IPPROTO_TCP, libc::SCM_TIMESTAMPNS, time);
+        assert_eq!(in_control(&wrong_level), None, "another level's message");
+        // A header whose length is less than a header's ends the walk.
+        let mut broken = control_message(libc::SOL_SOCKET, libc::SCM_RIGHTS, &[]);
+        broken[..std::mem::size_of::<usize>()].fill(0);
+        broken.extend_from_slice(&stamp);
+        assert_eq!(in_control(&broken), None);
     }
 
     #[test]
