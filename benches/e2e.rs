@@ -14,7 +14,7 @@
 //!  [--aiperf-burst]
 //!  [--run-timeout SECS] [--keep] [--tls] [--repeat 1]
 //!  [--pin] [--bin target/release/tokentrace] [--record-bin PATH]
-//!  [--doc docs/PERFORMANCE.md]`
+//!  [--doc docs/PERFORMANCE.md] [--kill-after 2.5,2.8]`
 //!
 //! `--record-bin` measures a `tokentrace-record` binary (the recorder-only build, which takes
 //! `record`'s flags with no subcommand) in place of `tokentrace record`; the simulator stays
@@ -22,6 +22,10 @@
 //!
 //! `--repeat N` runs the whole ladder N times in a row and ends the report with each level's
 //! spread and median over the N (`e2e/ladders.rs`).
+//!
+//! `--kill-after S1,S2` measures what a crash loses instead of the ladder's columns: at each
+//! level the recorder alone is SIGKILLed S seconds after its start, and the simulator's truth
+//! log is joined with what the trace kept (`e2e/crash.rs`).
 //!
 //! A level is streams × step: `--levels 32 --steps 5 --request-ms 640` is 32 streams of
 //! 128 tokens 5 ms apart.
@@ -32,6 +36,8 @@
 mod accuracy;
 #[path = "e2e/aiperf.rs"]
 mod aiperf;
+#[path = "e2e/crash.rs"]
+mod crash;
 #[path = "e2e/floor.rs"]
 mod floor;
 #[path = "e2e/floor_check.rs"]
@@ -213,6 +219,9 @@ struct Settings {
     bin: PathBuf,
     /// A `tokentrace-record` binary measured instead of `bin record`.
     record_bin: Option<PathBuf>,
+    /// Seconds after its start at which the recorder is killed, each in turn (`--kill-after`:
+    /// what a crash loses, [`crash`]); empty: the ladder as usual.
+    kill_after: Vec<f64>,
     argv: Vec<String>,
 }
 
@@ -250,6 +259,7 @@ fn settings(args: &[String]) -> Result<Settings, String> {
         pin: false,
         bin: PathBuf::from("target/release/tokentrace"),
         record_bin: None,
+        kill_after: Vec::new(),
         argv: Vec::new(),
     };
     let mut i = 0;
@@ -276,6 +286,7 @@ fn settings(args: &[String]) -> Result<Settings, String> {
             "--sim-threads" => s.sim_threads = value()?.parse().map_err(bad)?,
             "--bin" => s.bin = PathBuf::from(value()?),
             "--record-bin" => s.record_bin = Some(PathBuf::from(value()?)),
+            "--kill-after" => s.kill_after = list(value()?)?,
             "--doc" => s.doc = Some(PathBuf::from(value()?)),
             "--floor" => s.floor_kind = FloorKind::parse(&value()?)?,
             "--aiperf" => s.aiperf = Some(PathBuf::from(value()?)),
@@ -325,7 +336,8 @@ fn main() {
             .and_then(|()| floor_parse::self_check())
             .and_then(|()| floor_check::self_check())
             .and_then(|()| aiperf::self_check())
-            .and_then(|()| ladders::self_check());
+            .and_then(|()| ladders::self_check())
+            .and_then(|()| crash::self_check());
         let _ = std::fs::remove_dir_all(&dir);
         if let Err(err) = checked {
             eprintln!("e2e self-check failed: {err}");
@@ -359,6 +371,9 @@ fn bench(args: &[String]) -> io::Result<()> {
     let prompts = root.join("prompts.jsonl");
     std::fs::write(&prompts, format!("{{\"prompt\": {PROMPT:?}}}\n"))?;
     let tls = if s.tls { Some(tls_files(&root)?) } else { None };
+    if !s.kill_after.is_empty() {
+        return crash::ladder(&s, &root, &prompts, tls.as_ref());
+    }
     let peer = if s.no_aiperf {
         Err("not run (--no-aiperf)".to_string())
     } else if s.tls {
@@ -375,12 +390,7 @@ fn bench(args: &[String]) -> io::Result<()> {
         .flat_map(|ladder| s.steps.iter().map(move |step| (ladder, step)))
         .flat_map(|(ladder, step)| s.levels.iter().map(move |streams| (ladder, step, streams)))
     {
-        let max_tokens = ((s.request_ms / step_ms).round() as u64).max(16);
-        let level = Level {
-            streams,
-            step_ms,
-            max_tokens,
-        };
+        let level = level(&s, streams, step_ms);
         eprintln!("e2e: {} ...", report::label(&level));
         let load_avg = load_avg();
         let dir = root.join(format!("c{streams}-s{step_ms}"));
@@ -588,6 +598,34 @@ fn sim_args(s: &Settings, level: Level, truth: &Path, tls: Option<&TlsFiles>) ->
     args
 }
 
+/// The rung of `streams` at `step_ms`: responses of `--request-ms` (16 tokens at least).
+fn level(s: &Settings, streams: usize, step_ms: f64) -> Level {
+    Level {
+        streams,
+        step_ms,
+        max_tokens: ((s.request_ms / step_ms).round() as u64).max(16),
+    }
+}
+
+/// The simulator for `client`'s run at `level`, its log and truth log in `dir`
+/// (`sim-CLIENT.log`, `truth-CLIENT.jsonl`), and the truth log's path.
+fn start_sim(
+    s: &Settings,
+    level: Level,
+    dir: &Path,
+    client: &str,
+    tls: Option<&TlsFiles>,
+) -> io::Result<(Sim, PathBuf)> {
+    let truth_path = dir.join(format!("truth-{client}.jsonl"));
+    let sim = Sim::start(
+        &s.bin,
+        &sim_args(s, level, &truth_path, tls),
+        &dir.join(format!("sim-{client}.log")),
+        s.sim_cpu(),
+    )?;
+    Ok((sim, truth_path))
+}
+
 fn requests(s: &Settings, level: Level) -> u64 {
     level.streams as u64 * s.waves
 }
@@ -602,21 +640,19 @@ fn run_limit(s: &Settings, level: Level) -> Duration {
     )
 }
 
-fn run_recorder(
+/// The recorder's command line at `level`, `requests` in all, against the simulator at
+/// `addr`, writing `trace`, its output and errors in `dir` (pinned under `--pin`).
+#[allow(clippy::too_many_arguments)]
+fn recorder_command(
     s: &Settings,
     level: Level,
-    dir: &Path,
+    requests: u64,
+    addr: std::net::SocketAddr,
     prompts: &Path,
     tls: Option<&TlsFiles>,
-) -> io::Result<Side> {
-    let truth_path = dir.join("truth-recorder.jsonl");
-    let sim = Sim::start(
-        &s.bin,
-        &sim_args(s, level, &truth_path, tls),
-        &dir.join("sim-recorder.log"),
-        s.sim_cpu(),
-    )?;
-    let trace = dir.join("trace.tt");
+    trace: &Path,
+    dir: &Path,
+) -> io::Result<Command> {
     let mut command = match &s.record_bin {
         Some(recorder) => Command::new(recorder),
         None => {
@@ -631,14 +667,14 @@ fn run_recorder(
             &format!(
                 "{}://{}/v1",
                 if tls.is_some() { "https" } else { "http" },
-                sim.addr
+                addr
             ),
             "--model",
             "sim",
         ])
         .args(["--progress", "off", "--ignore-eos"])
         .args(["--concurrency", &level.streams.to_string()])
-        .args(["--requests", &requests(s, level).to_string()])
+        .args(["--requests", &requests.to_string()])
         .args(["--max-tokens", &level.max_tokens.to_string()])
         .args(["--threads", &s.threads.to_string()])
         // RECORD_ARGS="--client hyper" and the like, as benches/record_load.sh takes them.
@@ -655,12 +691,34 @@ fn run_recorder(
                 .flatten(),
         )
         .arg("-o")
-        .arg(&trace)
+        .arg(trace)
         .stdout(Stdio::from(std::fs::File::create(dir.join("record.out"))?))
         .stderr(Stdio::from(std::fs::File::create(dir.join("record.err"))?));
     if let Some(cpu) = s.client_cpu() {
         procs::pin(&mut command, cpu);
     }
+    Ok(command)
+}
+
+fn run_recorder(
+    s: &Settings,
+    level: Level,
+    dir: &Path,
+    prompts: &Path,
+    tls: Option<&TlsFiles>,
+) -> io::Result<Side> {
+    let (sim, truth_path) = start_sim(s, level, dir, "recorder", tls)?;
+    let trace = dir.join("trace.tt");
+    let command = recorder_command(
+        s,
+        level,
+        requests(s, level),
+        sim.addr,
+        prompts,
+        tls,
+        &trace,
+        dir,
+    )?;
     let reaped = run_measured(command, run_limit(s, level));
     sim.stop()?;
     let reaped = reaped.map_err(|e| io::Error::other(format!("record: {e}")))?;
@@ -723,13 +781,7 @@ fn run_recorder(
 }
 
 fn run_floor(s: &Settings, level: Level, dir: &Path, tls: Option<&TlsFiles>) -> io::Result<Side> {
-    let truth_path = dir.join("truth-floor.jsonl");
-    let sim = Sim::start(
-        &s.bin,
-        &sim_args(s, level, &truth_path, tls),
-        &dir.join("sim-floor.log"),
-        s.sim_cpu(),
-    )?;
+    let (sim, truth_path) = start_sim(s, level, dir, "floor", tls)?;
     // The exact body the recorder sends for the same settings.
     let mut config = RecordConfig::new(format!("http://{}/v1", sim.addr), "sim", dir.into());
     config.max_tokens = Some(level.max_tokens as u32);

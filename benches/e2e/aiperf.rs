@@ -12,8 +12,8 @@
 //! cl100k_base in `tiktoken-cache` beside it). Every run is bounded by `--aiperf-timeout`.
 
 use crate::accuracy::{load_truth_named, Join};
-use crate::procs::{run_measured_tree, Sim};
-use crate::{sim_args, Level, Settings, Side};
+use crate::procs::run_measured_tree;
+use crate::{start_sim, Level, Settings, Side};
 use std::io::{self, BufRead};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -112,13 +112,7 @@ fn run_once(
 ) -> io::Result<Side> {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir)?;
-    let truth_path = dir.join("truth.jsonl");
-    let sim = Sim::start(
-        &s.bin,
-        &sim_args(s, level, &truth_path, None),
-        &dir.join("sim.log"),
-        s.sim_cpu(),
-    )?;
+    let (sim, truth_path) = start_sim(s, level, dir, "aiperf", None)?;
     let artifacts = dir.join("artifacts");
     let scratch = dir.join("tmp");
     std::fs::create_dir_all(&scratch)?;
