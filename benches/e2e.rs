@@ -14,7 +14,7 @@
 //!  [--aiperf-burst]
 //!  [--run-timeout SECS] [--keep] [--tls] [--repeat 1]
 //!  [--pin] [--bin target/release/tokentrace] [--record-bin PATH]
-//!  [--doc docs/PERFORMANCE.md] [--kill-after 2.5,2.8]`
+//!  [--doc docs/PERFORMANCE.md] [--kill-after 2.2,2.5]`
 //!
 //! `--record-bin` measures a `tokentrace-record` binary (the recorder-only build, which takes
 //! `record`'s flags with no subcommand) in place of `tokentrace record`; the simulator stays
@@ -286,7 +286,12 @@ fn settings(args: &[String]) -> Result<Settings, String> {
             "--sim-threads" => s.sim_threads = value()?.parse().map_err(bad)?,
             "--bin" => s.bin = PathBuf::from(value()?),
             "--record-bin" => s.record_bin = Some(PathBuf::from(value()?)),
-            "--kill-after" => s.kill_after = list(value()?)?,
+            "--kill-after" => {
+                s.kill_after = list(value()?)?;
+                if let Some(bad) = s.kill_after.iter().find(|t| !(t.is_finite() && **t > 0.0)) {
+                    return Err(format!("--kill-after {bad}: seconds, more than 0"));
+                }
+            }
             "--doc" => s.doc = Some(PathBuf::from(value()?)),
             "--floor" => s.floor_kind = FloorKind::parse(&value()?)?,
             "--aiperf" => s.aiperf = Some(PathBuf::from(value()?)),
@@ -372,6 +377,7 @@ fn bench(args: &[String]) -> io::Result<()> {
     std::fs::write(&prompts, format!("{{\"prompt\": {PROMPT:?}}}\n"))?;
     let tls = if s.tls { Some(tls_files(&root)?) } else { None };
     if !s.kill_after.is_empty() {
+        eprintln!("e2e: --kill-after runs the recorder alone: no floor, AIPerf or --doc");
         return crash::ladder(&s, &root, &prompts, tls.as_ref());
     }
     let peer = if s.no_aiperf {

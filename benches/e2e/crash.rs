@@ -33,7 +33,7 @@ pub fn run(
     let requests = level.streams as u64 * waves;
     let mut command = recorder_command(s, level, requests, sim.addr, prompts, tls, &trace, dir)?;
     let mut child = command.spawn()?;
-    let kill_ns = kill_after(&mut child, after)?;
+    let kill = kill_after(&mut child, after)?;
     // The simulator's truth-log thread writes every event it was handed before it stops.
     sim.stop()?;
     let truth = load_truth(&truth_path)?;
@@ -49,11 +49,11 @@ pub fn run(
         let record = record.map_err(io::Error::other)?;
         kept.insert(record.meta.id, record.chunks.len());
     }
-    Ok(measure(&truth, &kept, kill_ns))
+    Ok(measure(&truth, &kept, kill))
 }
 
-/// Sleeps `after`, then SIGKILLs `child` and reaps it; the monotonic time of the kill.
-fn kill_after(child: &mut Child, after: Duration) -> io::Result<u64> {
+/// Sleeps `after`, then SIGKILLs `child` and reaps it.
+fn kill_after(child: &mut Child, after: Duration) -> io::Result<Kill> {
     std::thread::sleep(after);
     if let Some(status) = child.try_wait()? {
         return Err(io::Error::other(format!(
@@ -63,7 +63,17 @@ fn kill_after(child: &mut Child, after: Duration) -> io::Result<u64> {
     let kill_ns = mono_now_ns();
     child.kill()?;
     child.wait()?;
-    Ok(kill_ns)
+    Ok(Kill {
+        at_ns: kill_ns,
+        dead_ns: mono_now_ns(),
+    })
+}
+
+/// When the kill was sent, and when the recorder was known dead (its last read came before).
+#[derive(Clone, Copy)]
+pub struct Kill {
+    pub at_ns: u64,
+    pub dead_ns: u64,
 }
 
 /// What one kill lost.
@@ -76,32 +86,40 @@ pub struct Loss {
     /// Per request that lost events: the age at the kill of its oldest lost event (ms),
     /// ascending.
     pub ages_ms: Vec<f64>,
-    /// Requests the trace holds more events of than were written before the kill (a trace
-    /// or truth log that does not match: the figures above are then not to be trusted).
+    /// Requests the trace holds more events of than the simulator had written when the
+    /// recorder was known dead, or that the truth log does not know: a trace or truth log
+    /// that does not match, and the figures above are then not to be trusted.
     pub mismatched: usize,
 }
 
-/// Joins `truth` (write times, absolute CLOCK_MONOTONIC ns, by request and event index) with
-/// `kept` (events the trace holds, by request) at `kill_ns`.
-pub fn measure(truth: &Truth, kept: &HashMap<u64, usize>, kill_ns: u64) -> Loss {
+/// Joins `truth` (write times, absolute CLOCK_MONOTONIC ns, by request and event index; 0: no
+/// entry) with `kept` (events the trace holds, by request) at `kill`.
+pub fn measure(truth: &Truth, kept: &HashMap<u64, usize>, kill: Kill) -> Loss {
     let mut loss = Loss {
         written: 0,
         lost: 0,
         ages_ms: Vec::new(),
-        mismatched: 0,
+        // A request the server wrote nothing for yet is in the trace (its first checkpoint)
+        // but not in the truth log.
+        mismatched: kept
+            .iter()
+            .filter(|&(id, &held)| held > 0 && !truth.contains_key(id))
+            .count(),
     };
+    // Index order is write order: the events written before a time are a prefix.
+    let before = |times: &[u64], ns: u64| times.iter().take_while(|&&t| t != 0 && t < ns).count();
     for (id, times) in truth {
-        // Index order is write order: the events written before the kill are a prefix.
-        let written = times.iter().take_while(|&&t| t != 0 && t < kill_ns).count();
+        let written = before(times, kill.at_ns);
         let held = kept.get(id).copied().unwrap_or(0);
         loss.written += written as u64;
-        if held > times.len() {
+        // The recorder cannot have read an event written after it died.
+        if held > before(times, kill.dead_ns) {
             loss.mismatched += 1;
         }
         if held < written {
             loss.lost += (written - held) as u64;
             loss.ages_ms
-                .push(kill_ns.saturating_sub(times[held]) as f64 / 1e6);
+                .push(kill.at_ns.saturating_sub(times[held]) as f64 / 1e6);
         }
     }
     loss.ages_ms.sort_by(f64::total_cmp);
@@ -118,38 +136,55 @@ impl Loss {
     }
 }
 
-/// `cargo test --benches`: the join on a small made-up run.
+/// `cargo test --release --bench e2e`: the join on a small made-up run.
 pub fn self_check() -> io::Result<()> {
     let ms = 1_000_000;
+    let kill = Kill {
+        at_ns: 60 * ms,
+        dead_ns: 61 * ms,
+    };
     // Request 1: five events 10 ms apart, three kept. Request 2: all kept. Request 3: written
-    // only after the kill. Request 4: two written, none kept.
+    // only after the kill. Request 4: two written, none kept. Request 5: its second event has
+    // no entry (a truth line lost), one kept.
     let truth: Truth = [
         (1, (1..=5).map(|k| k * 10 * ms).collect()),
         (2, vec![5 * ms, 15 * ms]),
         (3, vec![70 * ms]),
-        (4, vec![40 * ms, 45 * ms]),
+        (4, vec![30 * ms, 45 * ms]),
+        (5, vec![20 * ms, 0, 50 * ms]),
     ]
     .into_iter()
     .collect();
-    let kept: HashMap<u64, usize> = [(1, 3), (2, 2)].into_iter().collect();
-    let loss = measure(&truth, &kept, 60 * ms);
+    // Request 6 was sent just before the kill: in the trace with no events, unknown to the
+    // truth log.
+    let kept: HashMap<u64, usize> = [(1, 3), (2, 2), (5, 1), (6, 0)].into_iter().collect();
+    let loss = measure(&truth, &kept, kill);
     let expected = Loss {
-        written: 5 + 2 + 2,
+        written: 5 + 2 + 2 + 1,
         lost: 2 + 2,
-        // Request 1's oldest lost event was written at 40 ms, request 4's at 40 ms too.
-        ages_ms: vec![20.0, 20.0],
+        // Request 1's oldest lost event was written at 40 ms, request 4's at 30 ms.
+        ages_ms: vec![20.0, 30.0],
         mismatched: 0,
     };
-    if loss != expected || loss.age_ms(0.5) != 20.0 || loss.age_ms(1.0) != 20.0 {
+    if loss != expected || loss.age_ms(0.5) != 20.0 || loss.age_ms(0.9) != 30.0 {
         return Err(io::Error::other(format!(
             "crash join: {loss:?}, expected {expected:?}"
         )));
     }
-    let too_many: HashMap<u64, usize> = [(3, 2)].into_iter().collect();
-    if measure(&truth, &too_many, 60 * ms).mismatched != 1 {
-        return Err(io::Error::other(
-            "crash join: a request kept past its truth not seen",
-        ));
+    // More kept than written before the recorder died (request 1: 5 written, the last at
+    // 50 ms; request 3's only event came after), and a request the truth log does not know.
+    for (kept, what) in [
+        ((1, 6), "more events kept than were written"),
+        (
+            (3, 1),
+            "an event kept that was written after the recorder died",
+        ),
+        ((9, 1), "a request the truth log does not know"),
+    ] {
+        let kept: HashMap<u64, usize> = [kept].into_iter().collect();
+        if measure(&truth, &kept, kill).mismatched != 1 {
+            return Err(io::Error::other(format!("crash join: {what} not seen")));
+        }
     }
     Ok(())
 }
@@ -166,7 +201,7 @@ pub fn ladder(s: &Settings, root: &Path, prompts: &Path, tls: Option<&TlsFiles>)
             for &streams in &s.levels {
                 let level = crate::level(s, streams, step_ms);
                 for &after_s in &s.kill_after {
-                    let dir = root.join(format!("c{streams}-s{step_ms}-kill"));
+                    let dir = root.join(format!("c{streams}-s{step_ms}-kill{after_s}"));
                     let _ = std::fs::remove_dir_all(&dir);
                     std::fs::create_dir_all(&dir)?;
                     eprintln!(
