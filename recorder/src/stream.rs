@@ -385,6 +385,9 @@ impl StreamState {
     }
 
     async fn drive(&mut self, ctx: &StreamContext, spec: &RequestSpec) {
+        // The deadlines count from a moment no earlier than the send's time in the record, so
+        // that a request ended by its timeout ran at least that long after its `send_ns`.
+        self.record.meta.send_ns = ctx.now_ns();
         let start = Instant::now();
         let far = start + NEVER;
         let total_deadline = ctx.timeout.map_or(far, |t| start + t);
@@ -395,7 +398,6 @@ impl StreamState {
         tokio::pin!(sleep);
         let tick = tokio::time::sleep_until(ctx.next_checkpoint(start));
         tokio::pin!(tick);
-        self.record.meta.send_ns = ctx.now_ns();
         let sent = Instant::now();
         let client = if ctx.closes.closed_after_response() {
             &ctx.fresh_client

@@ -112,11 +112,12 @@ impl StreamState {
         mut cancel: oneshot::Receiver<()>,
         successor: Option<Weak<dyn Successor>>,
     ) -> (Box<Self>, bool) {
-        let mut start = Instant::now();
         let mut request = request_bytes(ctx, pool, &spec);
         // The body is in `request` now; a stream holds neither for the rest of its response.
         drop(spec);
         self.record.meta.send_ns = ctx.now_ns();
+        // The deadlines count from here, no earlier than `send_ns` (as in `StreamState::drive`).
+        let mut start = Instant::now();
         let mut sent = Instant::now();
         let idle = pool.take_idle(&ctx.closes);
         let first = match &ctx.reader {

@@ -354,11 +354,12 @@ impl Streaming {
         let Some(spec) = successor.next() else {
             return false;
         };
-        let start = Instant::now();
         let request = request_bytes(ctx, pool, &spec);
         let ended = std::mem::replace(&mut self.state, Box::new(StreamState::new(ctx, &spec)));
         drop(spec);
         self.state.record.meta.send_ns = ctx.now_ns();
+        // The deadlines count from here, no earlier than `send_ns` (as in `StreamState::drive`).
+        let start = Instant::now();
         let sent = Instant::now();
         if let Some(in_flight) = &self.in_flight {
             *in_flight.lock().unwrap_or_else(PoisonError::into_inner) =
