@@ -23,7 +23,7 @@ use crate::floor_tls;
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd};
-use tokentrace_format::ClockAnchor;
+use tokentrace_format::{mono_now_ns, ClockAnchor};
 use tokentrace_recorder::epoll::Epoll;
 use tokentrace_recorder::read_clock::receive_time;
 
@@ -36,18 +36,6 @@ const WAIT: std::time::Duration = std::time::Duration::from_millis(1000);
 /// Give up when no byte arrived for this long (ns).
 const STALL_NS: u64 = 60_000_000_000;
 
-/// CLOCK_MONOTONIC, ns (the clock of the simulator's truth log).
-#[inline]
-fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// One `recvmsg` into `buf` with the kernel's receive time of the read, as the recorder reads
 /// (`tokentrace_recorder::read_clock::receive_time`), moved onto CLOCK_MONOTONIC by
 /// `offset`: the bytes read, and the time (None where no receive time came).
@@ -56,9 +44,7 @@ pub fn recv_stamped(
     buf: &mut [u8],
     offset: u64,
 ) -> io::Result<(usize, Option<u64>)> {
-    // SAFETY: initialized bytes are valid `MaybeUninit` bytes; the read only writes bytes.
-    let space = unsafe { &mut *(buf as *mut [u8] as *mut [std::mem::MaybeUninit<u8>]) };
-    let (n, received) = receive_time::recv(stream, space)?;
+    let (n, received) = receive_time::recv_into(stream, buf)?;
     Ok((
         n,
         received
@@ -298,7 +284,7 @@ impl Floor<'_> {
         } else if let Some(tls) = conn.tls.as_mut() {
             let (scan, parse) = (&mut conn.scan, &mut conn.parse);
             let mut finished = false;
-            let read = floor_tls::read_once(&conn.stream, tls, buf, mono_ns, |plain, at| {
+            let read = floor_tls::read_once(&conn.stream, tls, buf, mono_now_ns, |plain, at| {
                 if let Some(parse) = parse.as_mut() {
                     parse.feed(plain, at);
                 }
@@ -323,14 +309,14 @@ impl Floor<'_> {
                     if n > 0 && at.is_none() {
                         conn.scan.arrivals.unstamped += 1;
                     }
-                    (n, at.unwrap_or_else(mono_ns))
+                    (n, at.unwrap_or_else(mono_now_ns))
                 })
             } else {
                 let fd = conn.stream.as_raw_fd();
                 // SAFETY: `buf` is writable for its length; `fd` is this connection's socket.
                 let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
                 match usize::try_from(n) {
-                    Ok(n) => Ok((n, mono_ns())),
+                    Ok(n) => Ok((n, mono_now_ns())),
                     Err(_) => Err(io::Error::last_os_error()),
                 }
             };
@@ -424,11 +410,11 @@ pub fn run(args: &FloorArgs) -> io::Result<(Vec<Arrivals>, u64)> {
     }
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; MAX_EVENTS.min(streams.max(1))];
     let mut buf = vec![0u8; READ_BUF];
-    let mut last_read = mono_ns();
+    let mut last_read = mono_now_ns();
     while floor.live > 0 {
         let n = floor.epoll.wait(&mut events, WAIT)?;
         if n == 0 {
-            if mono_ns().saturating_sub(last_read) > STALL_NS {
+            if mono_now_ns().saturating_sub(last_read) > STALL_NS {
                 return Err(io::Error::other(format!(
                     "no byte for {} s with {} connections open",
                     STALL_NS / 1_000_000_000,

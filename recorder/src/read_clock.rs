@@ -225,9 +225,7 @@ impl TimedTcp {
     /// which learns readiness from its own epoll.
     pub fn read_now(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let last_read_ns = self.clock.last_read_ns();
-        // SAFETY: initialized bytes are valid `MaybeUninit` bytes; the read only writes.
-        let space = unsafe { &mut *(buf as *mut [u8] as *mut [std::mem::MaybeUninit<u8>]) };
-        match receive_time::recv(self.tcp(), space) {
+        match receive_time::recv_into(self.tcp(), buf) {
             Ok((n, received)) => {
                 if n > 0 {
                     match received {
@@ -476,6 +474,17 @@ pub mod receive_time {
         Ok((n as usize, in_control(filled)))
     }
 
+    /// [`recv`] into initialized bytes.
+    #[inline]
+    pub fn recv_into(
+        tcp: &std::net::TcpStream,
+        buf: &mut [u8],
+    ) -> io::Result<(usize, Option<u64>)> {
+        // SAFETY: initialized bytes are valid `MaybeUninit` bytes; the read only writes bytes.
+        let space = unsafe { &mut *(buf as *mut [u8] as *mut [MaybeUninit<u8>]) };
+        recv(tcp, space)
+    }
+
     /// The `SCM_TIMESTAMPNS` time (CLOCK_REALTIME ns) among a read's control messages, as the
     /// kernel wrote them (`recvmsg`'s control buffer, or an io_uring completion's). The bytes
     /// need no alignment: each header and time is read unaligned, and a message that runs
@@ -528,6 +537,14 @@ pub mod receive_time {
             std::ptr::write_bytes(buf.as_mut_ptr(), 0, buf.len());
             &mut *(buf as *mut [MaybeUninit<u8>] as *mut [u8])
         };
+        Ok((tcp.read(buf)?, None))
+    }
+
+    /// [`recv`] into initialized bytes.
+    pub fn recv_into(
+        mut tcp: &std::net::TcpStream,
+        buf: &mut [u8],
+    ) -> io::Result<(usize, Option<u64>)> {
         Ok((tcp.read(buf)?, None))
     }
 }

@@ -398,7 +398,6 @@ impl StreamState {
         tokio::pin!(sleep);
         let tick = tokio::time::sleep_until(ctx.next_checkpoint(start));
         tokio::pin!(tick);
-        let sent = Instant::now();
         let client = if ctx.closes.closed_after_response() {
             &ctx.fresh_client
         } else {
@@ -412,7 +411,7 @@ impl StreamState {
             return self.timed_out(ctx, ttft_deadline, total_deadline);
         };
         if let Err(err) = &response {
-            if stale_connection(err, sent.elapsed()) {
+            if stale_connection(err, start.elapsed()) {
                 // The server never saw the request: send it once more on a new connection.
                 // Times count from this send, the one the server answers.
                 self.record.meta.retries = 1;

@@ -118,7 +118,6 @@ impl StreamState {
         self.record.meta.send_ns = ctx.now_ns();
         // The deadlines count from here, no earlier than `send_ns` (as in `StreamState::drive`).
         let mut start = Instant::now();
-        let mut sent = Instant::now();
         let idle = pool.take_idle(&ctx.closes);
         let first = match &ctx.reader {
             Some(reader) if pool.is_plain() => {
@@ -137,7 +136,7 @@ impl StreamState {
                         // A request the reader sent after this one came back unfinished: the
                         // task goes on with that one.
                         if let Some(chained) = chained {
-                            (request, start, sent) = (chained.request, chained.start, chained.sent);
+                            (request, start) = (chained.request, chained.start);
                         }
                         first
                     }
@@ -150,7 +149,7 @@ impl StreamState {
             },
         };
         let started = {
-            let answering = self.answer_own(ctx, pool, request, (start, sent), first);
+            let answering = self.answer_own(ctx, pool, request, start, first);
             tokio::select! {
                 biased;
                 started = answering => started,
@@ -284,15 +283,15 @@ impl StreamState {
         }
     }
 
-    /// Sends the request (sent first at `start`, its bytes handed to the network at `sent`)
-    /// and reads the response head, or takes what the stream reader made of them (`first`);
-    /// the started body, or None when the request ended before one (recorded in the state).
+    /// Sends the request (sent first at `start`) and reads the response head, or takes what
+    /// the stream reader made of them (`first`); the started body, or None when the request
+    /// ended before one (recorded in the state).
     async fn answer_own(
         &mut self,
         ctx: &StreamContext,
         pool: &Pool,
         request: Vec<u8>,
-        (start, sent): (Instant, Instant),
+        start: Instant,
         first: First,
     ) -> Option<Started> {
         let mut body = BodyRead::awaiting(ctx, start);
@@ -322,7 +321,7 @@ impl StreamState {
                 return None;
             }
             Some(Err(Broken::BeforeAnswer { reused: true, .. }))
-                if sent.elapsed() <= STALE_FAILURE_WINDOW =>
+                if start.elapsed() <= STALE_FAILURE_WINDOW =>
             {
                 // The server had closed the kept-alive connection and never saw the request:
                 // send it once more on a new one. Times count from this send. A server that

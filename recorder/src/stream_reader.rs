@@ -45,9 +45,8 @@ pub(super) enum OnReader {
 pub(super) struct Chained {
     /// Its bytes (emptied once its head is in: it is not sent again after that).
     pub request: Vec<u8>,
-    /// When it was built, and when its bytes went to the socket.
+    /// When it was sent: its deadlines count from then.
     pub start: Instant,
-    pub sent: Instant,
 }
 
 /// Hands a response (its head still to come, or its body started) to the stream reader and
@@ -360,7 +359,6 @@ impl Streaming {
         self.state.record.meta.send_ns = ctx.now_ns();
         // The deadlines count from here, no earlier than `send_ns` (as in `StreamState::drive`).
         let start = Instant::now();
-        let sent = Instant::now();
         if let Some(in_flight) = &self.in_flight {
             *in_flight.lock().unwrap_or_else(PoisonError::into_inner) =
                 self.state.record.meta.clone();
@@ -373,11 +371,7 @@ impl Streaming {
         self.next_tick = ctx.next_checkpoint(start);
         self.reuse = false;
         let whole = request.len();
-        self.chained = Some(Box::new(Chained {
-            request,
-            start,
-            sent,
-        }));
+        self.chained = Some(Box::new(Chained { request, start }));
         match written {
             Ok(n) if n == whole => {
                 self.head = Some(Vec::new());
