@@ -158,7 +158,7 @@ pub fn ns_scale(protocol: &Protocol, m: usize) -> Option<f64> {
 
 /// The values metric `m`'s statistics are taken of, over all rows in row order, and the
 /// factor that brings a statistic of them to the metric's unit: its ns values and
-/// [`ns_scale`] when that applies and the rows know them, else [`column`] and None.
+/// [`ns_scale`] when that applies and the rows know them, else [`column()`] and None.
 pub fn statistic_column(protocol: &Protocol, rows: &dyn Rows, m: usize) -> (Vec<f64>, Option<f64>) {
     if let Some(scale) = ns_scale(protocol, m) {
         let mut values = Vec::with_capacity(rows.len());

@@ -42,7 +42,7 @@ pub enum Phase {
     Measured = 1,
 }
 
-/// How a request ended, as a class; the message is in [`RequestRecord::error`].
+/// How a request ended, as a class; the message is in [`RequestMeta::error`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[repr(u8)]
 pub enum Outcome {

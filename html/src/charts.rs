@@ -135,7 +135,7 @@ pub fn histogram(title: &str, unit: &str, series: &[Series<'_>]) -> Result<Strin
     Ok(svg)
 }
 
-/// The empirical CDF of each series (at most [`CDF_POINTS`] points each).
+/// The empirical CDF of each series (at most `CDF_POINTS` points each).
 pub fn cdf(title: &str, unit: &str, series: &[Series<'_>]) -> Result<String, HtmlError> {
     let Some((lo, hi)) = shown_range(series) else {
         return Ok(String::new());

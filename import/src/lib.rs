@@ -2,7 +2,7 @@
 //! AIPerf or `vllm bench serve` can be analyzed under any protocol next to recorded ones.
 //!
 //! An import is two steps: [`read`] parses the source into an [`Imported`] (header, manifest,
-//! request records and the problems found), and [`write`] writes it with the format crate's
+//! request records and the problems found), and [`write()`] writes it with the format crate's
 //! writer. docs/IMPORT.md describes every mapping and what each source cannot provide.
 
 pub mod aiperf;
@@ -66,7 +66,7 @@ pub struct Imported {
     pub issues: Vec<Issue>,
 }
 
-/// What [`write`] wrote.
+/// What [`write()`] wrote.
 #[derive(Debug, Clone)]
 pub struct ImportSummary {
     /// The trace written.

@@ -2,7 +2,7 @@
 //! It timestamps every body read before parsing anything, classifies SSE events, and hands
 //! whole requests to the trace writer thread.
 //!
-//! In-process callers build a [`RecordConfig`] and call [`run`] (or [`run_async`] from inside
+//! In-process callers build a [`RecordConfig`] and call [`run()`] (or [`run_async`] from inside
 //! a tokio runtime); the command line only maps its arguments onto the config.
 
 pub mod body;

@@ -1,10 +1,13 @@
 //! One request from send to end of stream: the receive hot path.
 //!
-//! For every body frame the monotonic clock is read first; only then is the frame fed to the
-//! SSE parser, and every event it completes becomes a [`ChunkRecord`] with that arrival time and
-//! the frame's read index. Chunks go into the request's packed columns (25 bytes a chunk
+//! Every socket read is stamped before its bytes are looked at: with the kernel's receive time
+//! where Linux gives it, else with the monotonic clock read when the read returned
+//! ([`crate::read_clock`]). Only then are the bytes framed and fed to the SSE parser, and every
+//! event it completes becomes a [`tokentrace_format::ChunkRecord`] with that arrival time and
+//! the read's index. Chunks go into the request's packed columns (about 12 bytes a chunk
 //! without captured text), reserved up front: no allocation, lock or channel send per chunk.
-//! The whole [`PackedRecord`] leaves once, at the end.
+//! Checkpoints hand the writer copies of the chunks that came since the last one, and the
+//! whole [`PackedRecord`] leaves at the end.
 
 use crate::config::Capture;
 use crate::http::{error_chain, read_body, HttpClient};

@@ -374,7 +374,7 @@ impl Pool {
         self.tls.is_none()
     }
 
-    /// A new connection (TCP, then TLS when the URL is https), within [`CONNECT_LIMIT`];
+    /// A new connection (TCP, then TLS when the URL is https), within `CONNECT_LIMIT`;
     /// `closes` learns when the server closes it right after a response. `detached`: a plain
     /// connection is left out of tokio's reactor, for the stream reader (a TLS one always
     /// joins it, for its handshake).
