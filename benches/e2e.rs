@@ -58,10 +58,13 @@ mod ladders;
 mod procs;
 #[path = "e2e/report.rs"]
 mod report;
+#[path = "e2e/settings.rs"]
+mod settings;
 
 use accuracy::{load_truth, Join, Percentiles};
 use floor::FloorKind;
 use procs::{run_measured, Sim};
+use settings::Settings;
 use std::collections::HashSet;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -192,134 +195,6 @@ pub fn cpu_ns(usage: &libc::rusage) -> u64 {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
-struct Settings {
-    levels: Vec<usize>,
-    steps: Vec<f64>,
-    request_ms: f64,
-    waves: u64,
-    threads: usize,
-    sim_threads: usize,
-    floor: bool,
-    floor_kind: FloorKind,
-    aiperf: Option<PathBuf>,
-    no_aiperf: bool,
-    aiperf_timeout_s: u64,
-    /// AIPerf as `--concurrency` alone runs it (its concurrency-burst mode), without the rate
-    /// cap the harness adds by default.
-    aiperf_burst: bool,
-    run_timeout_s: Option<u64>,
-    keep: bool,
-    /// Ladders run in a row.
-    repeat: usize,
-    doc: Option<PathBuf>,
-    /// The simulator serves TLS; recorder and floor speak it (AIPerf is not run).
-    tls: bool,
-    /// The simulator runs on CPU 0 only and each client on CPU 1 only.
-    pub pin: bool,
-    bin: PathBuf,
-    /// A `tokentrace-record` binary measured instead of `bin record`.
-    record_bin: Option<PathBuf>,
-    /// Seconds after its start at which the recorder is killed, each in turn (`--kill-after`:
-    /// what a crash loses, [`crash`]); empty: the ladder as usual.
-    kill_after: Vec<f64>,
-    argv: Vec<String>,
-}
-
-impl Settings {
-    /// The simulator's CPU under `--pin`.
-    pub fn sim_cpu(&self) -> Option<usize> {
-        self.pin.then_some(0)
-    }
-
-    /// The measured client's CPU under `--pin`.
-    pub fn client_cpu(&self) -> Option<usize> {
-        self.pin.then_some(1)
-    }
-}
-
-fn settings(args: &[String]) -> Result<Settings, String> {
-    let mut s = Settings {
-        levels: vec![64, 256, 1024, 2048],
-        steps: vec![10.0, 2.0],
-        request_ms: 1000.0,
-        waves: 2,
-        threads: 2,
-        sim_threads: 1,
-        floor: true,
-        floor_kind: FloorKind::Epoll,
-        aiperf: None,
-        no_aiperf: false,
-        aiperf_timeout_s: 300,
-        aiperf_burst: false,
-        run_timeout_s: None,
-        keep: false,
-        repeat: 1,
-        doc: None,
-        tls: false,
-        pin: false,
-        bin: PathBuf::from("target/release/tokentrace"),
-        record_bin: None,
-        kill_after: Vec::new(),
-        argv: Vec::new(),
-    };
-    let mut i = 0;
-    while i < args.len() {
-        let value = || {
-            args.get(i + 1)
-                .cloned()
-                .ok_or(format!("{} needs a value", args[i]))
-        };
-        let list = |v: String| -> Result<Vec<f64>, String> {
-            v.split(',')
-                .map(|x| x.trim().parse::<f64>().map_err(|e| format!("{x}: {e}")))
-                .collect()
-        };
-        let bad = |e: std::num::ParseIntError| e.to_string();
-        let flag = args[i].as_str();
-        let mut step = 2;
-        match flag {
-            "--levels" => s.levels = list(value()?)?.iter().map(|&x| x as usize).collect(),
-            "--steps" => s.steps = list(value()?)?,
-            "--request-ms" => s.request_ms = value()?.parse().map_err(|e| format!("{e}"))?,
-            "--waves" => s.waves = value()?.parse().map_err(bad)?,
-            "--threads" => s.threads = value()?.parse().map_err(bad)?,
-            "--sim-threads" => s.sim_threads = value()?.parse().map_err(bad)?,
-            "--bin" => s.bin = PathBuf::from(value()?),
-            "--record-bin" => s.record_bin = Some(PathBuf::from(value()?)),
-            "--kill-after" => {
-                s.kill_after = list(value()?)?;
-                if let Some(bad) = s.kill_after.iter().find(|t| !(t.is_finite() && **t > 0.0)) {
-                    return Err(format!("--kill-after {bad}: seconds, more than 0"));
-                }
-            }
-            "--doc" => s.doc = Some(PathBuf::from(value()?)),
-            "--floor" => s.floor_kind = FloorKind::parse(&value()?)?,
-            "--aiperf" => s.aiperf = Some(PathBuf::from(value()?)),
-            "--aiperf-timeout" => s.aiperf_timeout_s = value()?.parse().map_err(bad)?,
-            "--run-timeout" => s.run_timeout_s = Some(value()?.parse().map_err(bad)?),
-            "--repeat" => {
-                s.repeat = value()?.parse().map_err(bad)?;
-                if s.repeat == 0 {
-                    return Err("--repeat needs at least 1".into());
-                }
-            }
-            "--no-aiperf" => (s.no_aiperf, step) = (true, 1),
-            "--aiperf-burst" => (s.aiperf_burst, step) = (true, 1),
-            "--no-floor" => (s.floor, step) = (false, 1),
-            "--keep" => (s.keep, step) = (true, 1),
-            "--tls" => (s.tls, step) = (true, 1),
-            "--pin" => (s.pin, step) = (true, 1),
-            // cargo passes --bench to harness-less benches.
-            _ => step = 1,
-        }
-        if flag != "--bench" {
-            s.argv.extend(args[i..i + step].iter().cloned());
-        }
-        i += step;
-    }
-    Ok(s)
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if let Some(at) = args.iter().position(|a| a == "--floor-child") {
@@ -342,7 +217,8 @@ fn main() {
             .and_then(|()| floor_check::self_check())
             .and_then(|()| aiperf::self_check())
             .and_then(|()| ladders::self_check())
-            .and_then(|()| crash::self_check());
+            .and_then(|()| crash::self_check())
+            .and_then(|()| settings::self_check());
         let _ = std::fs::remove_dir_all(&dir);
         if let Err(err) = checked {
             eprintln!("e2e self-check failed: {err}");
@@ -358,7 +234,7 @@ fn main() {
 }
 
 fn bench(args: &[String]) -> io::Result<()> {
-    let s = settings(args).map_err(io::Error::other)?;
+    let s = Settings::parse(args).map_err(io::Error::other)?;
     if !s.bin.exists() {
         return Err(io::Error::other(format!(
             "{} not found: run `cargo build --release` first (or pass --bin)",
