@@ -93,89 +93,77 @@ impl Settings {
         };
         let mut i = 0;
         while i < args.len() {
+            let flag = args[i].as_str();
+            // cargo passes --bench to harness-less benches; it is not the report's.
+            if flag == "--bench" {
+                i += 1;
+                continue;
+            }
             let value = || {
                 args.get(i + 1)
-                    .cloned()
-                    .ok_or(format!("{} needs a value", args[i]))
+                    .map(String::as_str)
+                    .ok_or(format!("{flag} needs a value"))
             };
-            let list = |v: String| -> Result<Vec<f64>, String> {
-                v.split(',')
-                    .map(|x| x.trim().parse::<f64>().map_err(|e| format!("{x}: {e}")))
-                    .collect()
-            };
-            let bad = |e: std::num::ParseIntError| e.to_string();
-            let flag = args[i].as_str();
             let mut step = 2;
             match flag {
                 "--levels" => {
                     s.levels = value()?
                         .split(',')
-                        .map(|x| match x.trim().parse::<usize>() {
-                            Ok(n) if n > 0 => Ok(n),
-                            _ => Err(format!("--levels {x}: streams, a whole number over 0")),
-                        })
+                        .map(|x| count(flag, x))
                         .collect::<Result<_, _>>()?;
                 }
-                "--steps" => {
-                    s.steps = list(value()?)?;
-                    if let Some(bad) = s.steps.iter().find(|t| !positive(**t)) {
-                        return Err(format!("--steps {bad}: ms, more than 0"));
-                    }
-                }
-                "--request-ms" => {
-                    s.request_ms = value()?.parse().map_err(|e| format!("{e}"))?;
-                    if !positive(s.request_ms) {
-                        return Err(format!("--request-ms {}: more than 0", s.request_ms));
-                    }
-                }
-                "--waves" => s.waves = value()?.parse().map_err(bad)?,
-                "--threads" => s.threads = value()?.parse().map_err(bad)?,
-                "--sim-threads" => s.sim_threads = value()?.parse().map_err(bad)?,
+                "--steps" => s.steps = positives(flag, value()?)?,
+                "--request-ms" => s.request_ms = positive(flag, value()?)?,
+                "--waves" => s.waves = count(flag, value()?)? as u64,
+                "--threads" => s.threads = count(flag, value()?)?,
+                "--sim-threads" => s.sim_threads = count(flag, value()?)?,
                 "--bin" => s.bin = PathBuf::from(value()?),
                 "--record-bin" => s.record_bin = Some(PathBuf::from(value()?)),
-                "--kill-after" => {
-                    s.kill_after = list(value()?)?;
-                    if let Some(bad) = s.kill_after.iter().find(|t| !positive(**t)) {
-                        return Err(format!("--kill-after {bad}: seconds, more than 0"));
-                    }
-                }
+                "--kill-after" => s.kill_after = positives(flag, value()?)?,
                 "--doc" => s.doc = Some(PathBuf::from(value()?)),
-                "--floor" => s.floor_kind = FloorKind::parse(&value()?)?,
+                "--floor" => s.floor_kind = FloorKind::parse(value()?)?,
                 "--aiperf" => s.aiperf = Some(PathBuf::from(value()?)),
-                "--aiperf-timeout" => s.aiperf_timeout_s = value()?.parse().map_err(bad)?,
-                "--run-timeout" => s.run_timeout_s = Some(value()?.parse().map_err(bad)?),
-                "--repeat" => {
-                    s.repeat = value()?.parse().map_err(bad)?;
-                    if s.repeat == 0 {
-                        return Err("--repeat needs at least 1".into());
-                    }
-                }
+                "--aiperf-timeout" => s.aiperf_timeout_s = count(flag, value()?)? as u64,
+                "--run-timeout" => s.run_timeout_s = Some(count(flag, value()?)? as u64),
+                "--repeat" => s.repeat = count(flag, value()?)?,
                 "--no-aiperf" => (s.no_aiperf, step) = (true, 1),
                 "--aiperf-burst" => (s.aiperf_burst, step) = (true, 1),
                 "--no-floor" => (s.floor, step) = (false, 1),
                 "--keep" => (s.keep, step) = (true, 1),
                 "--tls" => (s.tls, step) = (true, 1),
                 "--pin" => (s.pin, step) = (true, 1),
-                // cargo passes --bench to harness-less benches.
-                "--bench" => step = 1,
                 other => {
                     return Err(format!(
                         "unknown flag {other} (the flags are listed in benches/e2e.rs)"
                     ))
                 }
             }
-            if flag != "--bench" {
-                s.argv.extend(args[i..i + step].iter().cloned());
-            }
+            s.argv.extend(args[i..i + step].iter().cloned());
             i += step;
         }
         Ok(s)
     }
 }
 
-/// A finite number over 0.
-fn positive(x: f64) -> bool {
-    x.is_finite() && x > 0.0
+/// A whole number over 0 (streams, waves, threads, seconds), or an error naming `flag`.
+fn count(flag: &str, x: &str) -> Result<usize, String> {
+    match x.trim().parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("{flag} {x}: a whole number over 0")),
+    }
+}
+
+/// A finite number over 0 (ms, seconds), or an error naming `flag`.
+fn positive(flag: &str, x: &str) -> Result<f64, String> {
+    match x.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("{flag} {x}: a number over 0")),
+    }
+}
+
+/// A comma-separated list of [`positive`] numbers.
+fn positives(flag: &str, list: &str) -> Result<Vec<f64>, String> {
+    list.split(',').map(|x| positive(flag, x)).collect()
 }
 
 /// The parse's self-check (`cargo test --release --bench e2e`): the documented flags are taken
@@ -211,7 +199,10 @@ pub fn self_check() -> std::io::Result<()> {
         "--steps -2",
         "--request-ms inf",
         "--repeat 0",
+        "--waves 0",
+        "--threads -1",
         "--kill-after 0",
+        "--kill-after 2,nan",
         "--waves",
     ] {
         if parse(line).is_ok() {
