@@ -1,5 +1,8 @@
 //! `tokentrace-record`, the recorder-only program, against the simulator: it writes the same
 //! trace as `tokentrace record`, takes the same flags and fails with the same status.
+//!
+//! `TOKENTRACE_RECORD_BIN=PATH` runs these tests against another build of it (the
+//! profile-guided one of `deploy/pgo-build.sh`) instead of cargo's own.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
 
@@ -13,10 +16,18 @@ use std::path::Path;
 use std::time::Duration;
 use tokentrace_format::Phase;
 
+/// The `tokentrace-record` under test: `TOKENTRACE_RECORD_BIN` when set, else cargo's build.
+fn record_program() -> Command {
+    match std::env::var_os("TOKENTRACE_RECORD_BIN") {
+        Some(path) => Command::new(path),
+        None => Command::cargo_bin("tokentrace-record").unwrap(),
+    }
+}
+
 /// `tokentrace-record --url URL --model sim --progress off -o OUT ARGS…`, with no API key and
 /// bounded in time.
 fn record_binary(url: &str, out: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::cargo_bin("tokentrace-record").unwrap();
+    let mut cmd = record_program();
     cmd.env_remove("OPENAI_API_KEY")
         .timeout(Duration::from_secs(120))
         .args(["--url", url, "--model", "sim", "--progress", "off", "-o"])
@@ -157,11 +168,7 @@ fn long_flags(help: &[u8]) -> BTreeSet<String> {
 
 #[test]
 fn takes_the_same_flags_as_tokentrace_record() {
-    let own = Command::cargo_bin("tokentrace-record")
-        .unwrap()
-        .arg("--help")
-        .output()
-        .unwrap();
+    let own = record_program().arg("--help").output().unwrap();
     assert!(own.status.success());
     let full = common::tokentrace()
         .args(["record", "--help"])
