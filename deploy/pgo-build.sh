@@ -10,7 +10,8 @@
 # 3. merges the profiles with llvm-profdata (rustup's llvm-tools component, added here when
 #    missing: it must match the compiler's own LLVM);
 # 4. builds tokentrace-record and tokentrace again with that profile, into target/pgo/release/;
-# 5. unless --no-check: runs tests/record_binary.rs against the new tokentrace-record.
+# 5. unless --no-check: runs tests/record_binary.rs against the new tokentrace-record and
+#    tests/record_e2e.rs against the new tokentrace.
 #
 # The program is the same source: only the compiler's layout and inlining choices follow the
 # profile. The builds with a profile go to target/pgo/; the training builds the benchmark and
@@ -21,7 +22,7 @@ check=1
 for arg in "$@"; do
   case $arg in
     --no-check) check=0 ;;
-    -h|--help) sed -n '2,17p' "$0" | cut -c3-; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { print substr($0, 3); next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
@@ -65,8 +66,9 @@ RUSTFLAGS="-Cprofile-use=$out/merged.profdata" cargo build --release --locked \
   --bin tokentrace --target-dir "$out"
 
 if [ "$check" = 1 ]; then
-  log "tests/record_binary.rs against the optimised tokentrace-record"
+  log "tests/record_binary.rs and tests/record_e2e.rs against the optimised binaries"
   TOKENTRACE_RECORD_BIN=$out/release/tokentrace-record cargo test --locked \
     --test record_binary
+  TOKENTRACE_BIN=$out/release/tokentrace cargo test --locked --test record_e2e
 fi
 log "done: $out/release/tokentrace-record and $out/release/tokentrace"

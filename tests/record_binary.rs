@@ -18,10 +18,10 @@ use tokentrace_format::Phase;
 
 /// The `tokentrace-record` under test: `TOKENTRACE_RECORD_BIN` when set, else cargo's build.
 fn record_program() -> Command {
-    match std::env::var_os("TOKENTRACE_RECORD_BIN") {
-        Some(path) => Command::new(path),
-        None => Command::cargo_bin("tokentrace-record").unwrap(),
-    }
+    Command::new(common::program_path(
+        "tokentrace-record",
+        "TOKENTRACE_RECORD_BIN",
+    ))
 }
 
 /// `tokentrace-record --url URL --model sim --progress off -o OUT ARGS…`, with no API key and

@@ -64,9 +64,19 @@ pub fn read_jsonl(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// The `tokentrace` binary, ready for arguments.
+/// The `tokentrace` binary under test (`TOKENTRACE_BIN` when set: [`program_path`]), ready
+/// for arguments.
 pub fn tokentrace() -> Command {
-    Command::cargo_bin("tokentrace").unwrap()
+    Command::new(program_path("tokentrace", "TOKENTRACE_BIN"))
+}
+
+/// Where binary `name` under test is: the environment variable `env` when set (another build
+/// of it, such as the profile-guided one `deploy/pgo-build.sh` makes and checks this way),
+/// else cargo's build. `TOKENTRACE_BIN` is the name `conformance/run.sh` takes too.
+pub fn program_path(name: &str, env: &str) -> PathBuf {
+    std::env::var_os(env)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| assert_cmd::cargo::cargo_bin(name))
 }
 
 /// Runs `command`, asserts it succeeded (showing its stderr otherwise) and returns its stdout.
