@@ -3,8 +3,8 @@
 # benchmark: runs `cargo bench --bench e2e -- --levels STREAMS --steps STEP_MS --no-aiperf`
 # RUNS times while reading each client's /proc/PID/stat every 50 ms, then prints, per
 # process, its last user and system time (ms; the kernel counts them in ticks of 10 ms), and
-# per thread of the recorder (its name from /proc/PID/task/TID/comm) the same with its minor
-# page faults.
+# per thread of either client (its name from /proc/PID/task/TID/comm) the same with its minor
+# page faults and its voluntary and involuntary context switches (/proc/PID/task/TID/status).
 #
 # Usage: benches/cpu_split.sh STREAMS STEP_MS [RUNS]   (RUNS: 3 by default)
 #   E2E_ARGS="--no-floor --record-bin B"   more arguments for every e2e run
@@ -31,13 +31,15 @@ sample() {
       fi
       times=$(awk '{print $14, $15}' "/proc/$pid/stat" 2>/dev/null || true)
       [ -n "$times" ] && last["$pid $name"]=$times
-      [ "$name" = floor-child ] && continue
       for task in /proc/"$pid"/task/*; do
         thread=$(cat "$task/comm" 2>/dev/null || true)
         # The fields after the parenthesised name: minflt is the 8th, utime and stime the 12th
         # and 13th.
         times=$(sed 's/.*) //' "$task/stat" 2>/dev/null | awk '{print $12, $13, $8}' || true)
-        [ -n "$thread" ] && [ -n "$times" ] && threads["$pid ${task##*/} $thread"]=$times
+        switches=$(awk '/^voluntary_ctxt_switches/ { v = $2 } /^nonvoluntary_ctxt_switches/ \
+          { n = $2 } END { print v, n }' "$task/status" 2>/dev/null || true)
+        [ -n "$thread" ] && [ -n "$times" ] \
+          && threads["$pid ${task##*/} $thread"]="$times $switches"
       done
     done
     sleep 0.05
@@ -58,5 +60,6 @@ wait "$sampler"
 echo "pid process user_ms system_ms"
 awk -v t="$tick_ms" '{n=NF; print $1, $2 (n == 5 ? " " $3 : ""), $(n-1) * t, $n * t}' "$out" | sort -k2
 echo
-echo "pid tid thread user_ms system_ms minor_faults"
-awk -v t="$tick_ms" '{print $1, $2, $3, $4 * t, $5 * t, $6}' "$out.threads" | sort -k1,1 -k3
+echo "pid tid thread user_ms system_ms minor_faults voluntary_switches involuntary_switches"
+awk -v t="$tick_ms" '{print $1, $2, $3, $4 * t, $5 * t, $6, $7, $8}' "$out.threads" \
+  | sort -k1,1 -k3

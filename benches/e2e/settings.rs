@@ -28,23 +28,23 @@ pub struct Settings {
     /// Longest an AIPerf run may take, s (`--aiperf-timeout`).
     pub aiperf_timeout_s: u64,
     /// AIPerf as `--concurrency` alone runs it (its concurrency-burst mode), without the rate
-    /// cap the harness adds by default.
+    /// cap the harness adds by default (`--aiperf-burst`).
     pub aiperf_burst: bool,
     /// Longest a client's run may take, s (`--run-timeout`; else from the level's length).
     pub run_timeout_s: Option<u64>,
     /// Each level's files (traces, truth logs, outputs) are kept (`--keep`).
     pub keep: bool,
-    /// Ladders run in a row.
+    /// Ladders run in a row (`--repeat`).
     pub repeat: usize,
     /// A Markdown file whose marked section the report replaces (`--doc`).
     pub doc: Option<PathBuf>,
-    /// The simulator serves TLS; recorder and floor speak it (AIPerf is not run).
+    /// The simulator serves TLS; recorder and floor speak it (AIPerf is not run) (`--tls`).
     pub tls: bool,
-    /// The simulator runs on CPU 0 only and each client on CPU 1 only.
+    /// The simulator runs on CPU 0 only and each client on CPU 1 only (`--pin`).
     pub pin: bool,
     /// The `tokentrace` binary: the simulator, and the recorder unless `record_bin` (`--bin`).
     pub bin: PathBuf,
-    /// A `tokentrace-record` binary measured instead of `bin record`.
+    /// A `tokentrace-record` binary measured instead of `bin record` (`--record-bin`).
     pub record_bin: Option<PathBuf>,
     /// Seconds after its start at which the recorder is killed, each in turn (`--kill-after`:
     /// what a crash loses, [`crate::crash`]); empty: the ladder as usual.
@@ -106,12 +106,7 @@ impl Settings {
             };
             let mut step = 2;
             match flag {
-                "--levels" => {
-                    s.levels = value()?
-                        .split(',')
-                        .map(|x| count(flag, x))
-                        .collect::<Result<_, _>>()?;
-                }
+                "--levels" => s.levels = counts(flag, value()?)?,
                 "--steps" => s.steps = positives(flag, value()?)?,
                 "--request-ms" => s.request_ms = positive(flag, value()?)?,
                 "--waves" => s.waves = count(flag, value()?)? as u64,
@@ -151,6 +146,11 @@ fn count(flag: &str, x: &str) -> Result<usize, String> {
         Ok(n) if n > 0 => Ok(n),
         _ => Err(format!("{flag} {x}: a whole number over 0")),
     }
+}
+
+/// A comma-separated list of [`count`] numbers.
+fn counts(flag: &str, list: &str) -> Result<Vec<usize>, String> {
+    list.split(',').map(|x| count(flag, x)).collect()
 }
 
 /// A finite number over 0 (ms, seconds), or an error naming `flag`.

@@ -67,7 +67,12 @@ pub fn read_jsonl(path: &Path) -> Vec<Value> {
 /// The `tokentrace` binary under test (`TOKENTRACE_BIN` when set: [`program_path`]), ready
 /// for arguments.
 pub fn tokentrace() -> Command {
-    Command::new(program_path("tokentrace", "TOKENTRACE_BIN"))
+    Command::new(tokentrace_path())
+}
+
+/// Where the `tokentrace` binary under test is (`TOKENTRACE_BIN` when set: [`program_path`]).
+pub fn tokentrace_path() -> PathBuf {
+    program_path("tokentrace", "TOKENTRACE_BIN")
 }
 
 /// Where binary `name` under test is: the environment variable `env` when set (another build

@@ -140,7 +140,7 @@ pub fn record(url: &str, out: &Path, args: &[&str]) -> Command {
 
 /// The same command line as [`record`], for a child process the test signals itself.
 pub fn record_child(url: &str, out: &Path, args: &[&str]) -> std::process::Command {
-    let mut cmd = std::process::Command::new(super::program_path("tokentrace", "TOKENTRACE_BIN"));
+    let mut cmd = std::process::Command::new(super::tokentrace_path());
     cmd.args(record_args(url, out, args))
         .env_remove("OPENAI_API_KEY");
     cmd
