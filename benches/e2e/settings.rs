@@ -106,15 +106,15 @@ impl Settings {
             };
             let mut step = 2;
             match flag {
-                "--levels" => s.levels = counts(flag, value()?)?,
-                "--steps" => s.steps = positives(flag, value()?)?,
+                "--levels" => s.levels = list(flag, value()?, count)?,
+                "--steps" => s.steps = list(flag, value()?, positive)?,
                 "--request-ms" => s.request_ms = positive(flag, value()?)?,
                 "--waves" => s.waves = count(flag, value()?)? as u64,
                 "--threads" => s.threads = count(flag, value()?)?,
                 "--sim-threads" => s.sim_threads = count(flag, value()?)?,
                 "--bin" => s.bin = PathBuf::from(value()?),
                 "--record-bin" => s.record_bin = Some(PathBuf::from(value()?)),
-                "--kill-after" => s.kill_after = positives(flag, value()?)?,
+                "--kill-after" => s.kill_after = list(flag, value()?, positive)?,
                 "--doc" => s.doc = Some(PathBuf::from(value()?)),
                 "--floor" => s.floor_kind = FloorKind::parse(value()?)?,
                 "--aiperf" => s.aiperf = Some(PathBuf::from(value()?)),
@@ -148,11 +148,6 @@ fn count(flag: &str, x: &str) -> Result<usize, String> {
     }
 }
 
-/// A comma-separated list of [`count`] numbers.
-fn counts(flag: &str, list: &str) -> Result<Vec<usize>, String> {
-    list.split(',').map(|x| count(flag, x)).collect()
-}
-
 /// A finite number over 0 (ms, seconds), or an error naming `flag`.
 fn positive(flag: &str, x: &str) -> Result<f64, String> {
     match x.trim().parse::<f64>() {
@@ -161,9 +156,13 @@ fn positive(flag: &str, x: &str) -> Result<f64, String> {
     }
 }
 
-/// A comma-separated list of [`positive`] numbers.
-fn positives(flag: &str, list: &str) -> Result<Vec<f64>, String> {
-    list.split(',').map(|x| positive(flag, x)).collect()
+/// A comma-separated list, each item read by `one` ([`count`], [`positive`]).
+fn list<T>(
+    flag: &str,
+    items: &str,
+    one: fn(&str, &str) -> Result<T, String>,
+) -> Result<Vec<T>, String> {
+    items.split(',').map(|x| one(flag, x)).collect()
 }
 
 /// The parse's self-check (`cargo test --release --bench e2e`): the documented flags are taken
