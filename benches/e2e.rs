@@ -13,8 +13,13 @@
 //!  [--aiperf PATH | --no-aiperf] [--aiperf-timeout 300]
 //!  [--aiperf-burst]
 //!  [--run-timeout SECS] [--keep] [--tls] [--repeat 1]
-//!  [--pin] [--bin target/release/tokentrace] [--record-bin PATH]
+//!  [--pin] [--client-nice N] [--bin target/release/tokentrace] [--record-bin PATH]
 //!  [--doc docs/PERFORMANCE.md] [--kill-after 2.2,2.5]`
+//!
+//! `--client-nice N` runs each measured client (recorder, floor, AIPerf) at nice value N, the
+//! simulator at the bench's own (below 0 needs root or `CAP_SYS_NICE`): how late a client
+//! comes to a socket on a busy host is the scheduler's doing, and this measures it at another
+//! priority.
 //!
 //! `--record-bin` measures a `tokentrace-record` binary (the recorder-only build, which takes
 //! `record`'s flags with no subcommand) in place of `tokentrace record`; the simulator stays
@@ -350,11 +355,15 @@ fn bench(args: &[String]) -> io::Result<()> {
     } else {
         "plain HTTP/1.1"
     };
-    let placement = if s.pin {
-        "; simulator pinned to CPU 0, each client to CPU 1 (`--pin`)"
-    } else {
-        ""
-    };
+    let mut placement = String::new();
+    if s.pin {
+        placement.push_str("; simulator pinned to CPU 0, each client to CPU 1 (`--pin`)");
+    }
+    if let Some(nice) = s.client_nice {
+        placement.push_str(&format!(
+            "; each client at nice {nice}, the simulator at the bench's own (`--client-nice`)"
+        ));
+    }
     let notes = format!(
         "Closed loop{placement}, chat API over {transport}, one event per token, {} waves of responses of {} ms each \
          ({}); the recorder uses {} runtime worker threads and (with its default client) its stream reader thread, {floor_note}, the simulator {} \
@@ -576,9 +585,7 @@ fn recorder_command(
         .arg(trace)
         .stdout(Stdio::from(std::fs::File::create(dir.join("record.out"))?))
         .stderr(Stdio::from(std::fs::File::create(dir.join("record.err"))?));
-    if let Some(cpu) = s.client_cpu() {
-        procs::pin(&mut command, cpu);
-    }
+    procs::place(&mut command, s.client_cpu(), s.client_nice);
     Ok(command)
 }
 
@@ -693,9 +700,7 @@ fn run_floor(s: &Settings, level: Level, dir: &Path, tls: Option<&TlsFiles>) -> 
         )
         .stdout(Stdio::from(std::fs::File::create(&summary_file)?))
         .stderr(Stdio::from(std::fs::File::create(dir.join("floor.err"))?));
-    if let Some(cpu) = s.client_cpu() {
-        procs::pin(&mut command, cpu);
-    }
+    procs::place(&mut command, s.client_cpu(), s.client_nice);
     let reaped = run_measured(command, run_limit(s, level));
     sim.stop()?;
     let reaped = reaped.map_err(|e| io::Error::other(format!("floor: {e}")))?;

@@ -412,3 +412,35 @@ fn closed_loop_measured_requests_start_after_the_warmup_ends() {
         assert_eq!(r.meta.outcome, Outcome::Ok);
     }
 }
+
+/// A recorder started nicer than the test records that nice value in its manifest
+/// (`extra.scheduling`, docs/FORMAT.md 3.1): how a trace's reads were scheduled is part of
+/// what it measured.
+#[test]
+fn the_manifest_records_the_recorders_scheduling() {
+    let server = sim(fast_sim());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("nice.tt");
+    // SAFETY: on Linux, PRIO_PROCESS with 0 is the calling thread; this reads its nice value.
+    let ours = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+    let wanted = (ours + 4).min(19);
+    let mut command = record_child(&server.base_url(), &out, &["--requests", "2"]);
+    let renice = move || {
+        // SAFETY: one async-signal-safe system call between fork and exec; making oneself
+        // nicer needs no privilege.
+        match unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, wanted) } {
+            0 => Ok(()),
+            _ => Err(std::io::Error::last_os_error()),
+        }
+    };
+    // SAFETY: the closure above is all that runs in the child before exec.
+    unsafe { std::os::unix::process::CommandExt::pre_exec(&mut command, renice) };
+    let mut child = command.spawn().unwrap();
+    assert!(wait_bounded(&mut child, std::time::Duration::from_secs(120)).success());
+    let (reader, records) = records_of(&out);
+    assert_eq!(records.len(), 2);
+    let scheduling = &reader.manifest().extra["scheduling"];
+    assert_eq!(scheduling["nice"], wanted, "{scheduling}");
+    assert_eq!(scheduling["policy"], "other", "{scheduling}");
+    assert!(scheduling["cpus"].as_u64().is_some_and(|n| n >= 1));
+}

@@ -161,9 +161,7 @@ fn run_once(
         command.env("TIKTOKEN_CACHE_DIR", cache);
     }
     let limit = Duration::from_secs(s.aiperf_timeout_s);
-    if let Some(cpu) = s.client_cpu() {
-        crate::procs::pin(&mut command, cpu);
-    }
+    crate::procs::place(&mut command, s.client_cpu(), s.client_nice);
     let reaped = run_measured_tree(command, limit);
     sim.stop()?;
     let reaped = reaped?;

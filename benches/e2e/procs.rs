@@ -24,9 +24,7 @@ impl Sim {
             .args(args)
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(log)?);
-        if let Some(cpu) = cpu {
-            pin(&mut command, cpu);
-        }
+        place(&mut command, cpu, None);
         let mut child = command.spawn()?;
         let stdout = child
             .stdout
@@ -90,32 +88,43 @@ pub struct Reaped {
     pub max_rss_bytes: u64,
 }
 
+/// Run `command` (and every thread and process it starts) on CPU `cpu` only (`--pin`), and at
+/// nice value `nice` (`--client-nice`) when given.
+pub fn place(command: &mut Command, cpu: Option<usize>, nice: Option<i32>) {
+    if cpu.is_none() && nice.is_none() {
+        return;
+    }
+    let placed = move || {
+        if let Some(cpu) = cpu {
+            // SAFETY: an all-zero cpu_set_t is the empty set; CPU_SET stays inside it (cpu is
+            // 0 or 1 here), and sched_setaffinity reads exactly its size.
+            let rc = unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(cpu, &mut set);
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+            };
+            if rc != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        if let Some(nice) = nice {
+            // SAFETY: setpriority on the child itself, before exec; threads it starts inherit it.
+            if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    };
+    // SAFETY: the closure makes async-signal-safe system calls only, between fork and exec.
+    unsafe { std::os::unix::process::CommandExt::pre_exec(command, placed) };
+}
+
 /// Run `command` to completion and reap it with wait4 (std's `wait` discards the rusage);
 /// SIGKILL and an error after `limit`.
 ///
 /// Peak RSS is the child's `VmHWM` from /proc, sampled every 10 ms while it runs, not wait4's
 /// `ru_maxrss`: Linux carries the parent's RSS at spawn time into the child's `ru_maxrss`, and
 /// this process holds whole truth logs in memory.
-/// Run `command` (and every thread and process it starts) on CPU `cpu` only (`--pin`).
-pub fn pin(command: &mut Command, cpu: usize) {
-    let set_affinity = move || {
-        // SAFETY: an all-zero cpu_set_t is the empty set; CPU_SET stays inside it (cpu is
-        // 0 or 1 here), and sched_setaffinity reads exactly its size.
-        let rc = unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu, &mut set);
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-        };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
-    };
-    // SAFETY: the closure makes one async-signal-safe system call between fork and exec.
-    unsafe { std::os::unix::process::CommandExt::pre_exec(command, set_affinity) };
-}
-
 pub fn run_measured(command: Command, limit: Duration) -> io::Result<Reaped> {
     run_measured_inner(command, limit, false)
 }

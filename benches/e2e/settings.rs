@@ -42,6 +42,9 @@ pub struct Settings {
     pub tls: bool,
     /// The simulator runs on CPU 0 only and each client on CPU 1 only (`--pin`).
     pub pin: bool,
+    /// Each measured client (recorder, floor, AIPerf) runs at this nice value (`--client-nice`;
+    /// below 0 needs root or `CAP_SYS_NICE`); None: the bench's own.
+    pub client_nice: Option<i32>,
     /// The `tokentrace` binary: the simulator, and the recorder unless `record_bin` (`--bin`).
     pub bin: PathBuf,
     /// A `tokentrace-record` binary measured instead of `bin record` (`--record-bin`).
@@ -86,6 +89,7 @@ impl Settings {
             doc: None,
             tls: false,
             pin: false,
+            client_nice: None,
             bin: PathBuf::from("target/release/tokentrace"),
             record_bin: None,
             kill_after: Vec::new(),
@@ -119,6 +123,7 @@ impl Settings {
                 "--floor" => s.floor_kind = FloorKind::parse(value()?)?,
                 "--aiperf" => s.aiperf = Some(PathBuf::from(value()?)),
                 "--aiperf-timeout" => s.aiperf_timeout_s = count(flag, value()?)? as u64,
+                "--client-nice" => s.client_nice = Some(nice(flag, value()?)?),
                 "--run-timeout" => s.run_timeout_s = Some(count(flag, value()?)? as u64),
                 "--repeat" => s.repeat = count(flag, value()?)?,
                 "--no-aiperf" => (s.no_aiperf, step) = (true, 1),
@@ -156,6 +161,14 @@ fn positive(flag: &str, x: &str) -> Result<f64, String> {
     }
 }
 
+/// A nice value, -20 to 19, or an error naming `flag`.
+fn nice(flag: &str, x: &str) -> Result<i32, String> {
+    match x.trim().parse::<i32>() {
+        Ok(n) if (-20..=19).contains(&n) => Ok(n),
+        _ => Err(format!("{flag} {x}: a nice value from -20 to 19")),
+    }
+}
+
 /// A comma-separated list, each item read by `one` ([`count`], [`positive`]).
 fn list<T>(
     flag: &str,
@@ -174,7 +187,7 @@ pub fn self_check() -> std::io::Result<()> {
         Settings::parse(&args)
     };
     let fail = |what: String| Err(std::io::Error::other(format!("settings: {what}")));
-    let line = "--bench --levels 32,1024 --steps 5 --request-ms 640 --waves 5 --no-aiperf --tls --repeat 3";
+    let line = "--bench --levels 32,1024 --steps 5 --request-ms 640 --waves 5 --no-aiperf --tls --repeat 3 --client-nice -5";
     let s = match parse(line) {
         Ok(s) => s,
         Err(err) => return fail(format!("{line}: {err}")),
@@ -184,6 +197,7 @@ pub fn self_check() -> std::io::Result<()> {
         && (s.request_ms, s.waves, s.repeat) == (640.0, 5, 3)
         && s.no_aiperf
         && s.tls
+        && s.client_nice == Some(-5)
         && s.floor
         && s.argv.first().map(String::as_str) == Some("--levels");
     if !taken {
@@ -203,6 +217,9 @@ pub fn self_check() -> std::io::Result<()> {
         "--kill-after 0",
         "--kill-after 2,nan",
         "--waves",
+        "--client-nice 20",
+        "--client-nice -21",
+        "--client-nice 1.5",
     ] {
         if parse(line).is_ok() {
             return fail(format!("{line} was taken"));

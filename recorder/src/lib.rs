@@ -21,6 +21,7 @@ pub mod read_clock;
 pub mod reader;
 pub mod run;
 pub mod schedule;
+pub mod scheduling;
 pub mod server_info;
 pub mod shard;
 pub mod shard_start;

@@ -143,6 +143,7 @@ pub fn build(
     extra.insert("api_key_sent".into(), json!(config.api_key.is_some()));
     let header_names: Vec<String> = config.headers.iter().map(|(n, _)| n.clone()).collect();
     extra.insert("custom_header_names".into(), json!(header_names));
+    extra.insert("scheduling".into(), crate::scheduling::describe());
     Manifest {
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
         argv: redact_argv(&config.argv, config.api_key.as_deref()),
@@ -200,6 +201,7 @@ mod tests {
         assert_eq!(m.extra["tls_insecure"], json!(true));
         assert_eq!(m.workload["synthetic_words"], json!(120));
         assert_eq!(m.labels["engine"], "vllm");
+        assert_eq!(m.extra["scheduling"], crate::scheduling::describe());
         assert_eq!(
             m.load["zstd_level"],
             json!(crate::config::DEFAULT_ZSTD_LEVEL)
