@@ -115,7 +115,8 @@ pub fn place(command: &mut Command, cpu: Option<usize>, nice: Option<i32>) {
         }
         Ok(())
     };
-    // SAFETY: the closure makes async-signal-safe system calls only, between fork and exec.
+    // SAFETY: between fork and exec the closure makes only system calls on the child itself,
+    // through libc's thin wrappers (no lock, no allocation; the error reads errno).
     unsafe { std::os::unix::process::CommandExt::pre_exec(command, placed) };
 }
 

@@ -1,5 +1,5 @@
 //! How the kernel schedules the recorder: its nice value, its scheduling policy and the CPUs it
-//! may run on, as the manifest records them (`extra.scheduling`, docs/FORMAT.md section 3.1).
+//! may use, as the manifest records them (`extra.scheduling`, docs/FORMAT.md section 3.1).
 //!
 //! Why a trace keeps this: each read is stamped with the kernel's receive time, so a reader that
 //! comes late does not move an event's time, unless the server writes again on that connection
@@ -11,21 +11,31 @@
 //!
 //! Read on the thread that builds the manifest: on Linux a thread's nice value is its own, and
 //! threads started later (the stream reader, the writer) inherit it from the one that starts
-//! them.
+//! them, unless the policy carries `SCHED_RESET_ON_FORK` (recorded as `reset_on_fork`).
 
 use serde_json::{json, Value};
 
 /// The calling thread's scheduling as a JSON object: `nice` (integer), `policy` (`other`,
 /// `batch`, `idle`, `fifo`, `rr`, `deadline`, or the kernel's number for one it does not name),
-/// `rt_priority` (integer; 0 outside the real-time policies) and `cpus` (how many CPUs it may
-/// run on). A value the kernel would not give is left out.
+/// `reset_on_fork` (true when the threads it starts fall back to `other` and nice 0),
+/// `rt_priority` (integer; 0 outside the real-time policies) and `cpus` (the CPUs it may use:
+/// the affinity mask, lowered to the cgroup's CPU quota). A value the kernel would not give is
+/// left out.
 pub fn describe() -> Value {
     let mut out = serde_json::Map::new();
     if let Some(nice) = nice() {
         out.insert("nice".into(), json!(nice));
     }
-    if let Some((policy, rt_priority)) = policy() {
-        out.insert("policy".into(), policy);
+    // SAFETY: sched_getscheduler only reads the calling thread's policy.
+    let policy = unsafe { libc::sched_getscheduler(0) };
+    if policy != -1 {
+        let (name, reset_on_fork) = named_policy(policy);
+        out.insert("policy".into(), name);
+        if reset_on_fork {
+            out.insert("reset_on_fork".into(), json!(true));
+        }
+    }
+    if let Some(rt_priority) = rt_priority() {
         out.insert("rt_priority".into(), json!(rt_priority));
     }
     if let Ok(cpus) = std::thread::available_parallelism() {
@@ -35,7 +45,6 @@ pub fn describe() -> Value {
 }
 
 /// The calling thread's nice value (-20 to 19).
-#[cfg(target_os = "linux")]
 fn nice() -> Option<i32> {
     // getpriority returns -1 both as a nice value and on failure; errno tells them apart.
     // SAFETY: errno is this thread's own; getpriority reads nothing from us.
@@ -47,41 +56,32 @@ fn nice() -> Option<i32> {
     (!failed).then_some(nice)
 }
 
-#[cfg(not(target_os = "linux"))]
-fn nice() -> Option<i32> {
-    None
-}
-
-/// The calling thread's scheduling policy and real-time priority.
-#[cfg(target_os = "linux")]
-fn policy() -> Option<(Value, i32)> {
-    // SAFETY: both calls only write into the zeroed sched_param we own.
-    let (policy, param) = unsafe {
-        let mut param: libc::sched_param = std::mem::zeroed();
-        let policy = libc::sched_getscheduler(0);
-        let rc = libc::sched_getparam(0, &mut param);
-        (policy, (rc == 0).then_some(param))
-    };
-    let name = match policy {
-        -1 => return None,
+/// The name of a policy as `sched_getscheduler` gives it, and whether it carries
+/// `SCHED_RESET_ON_FORK` (which the kernel ORs into the number, as rtkit and `chrt -R` set it).
+fn named_policy(raw: i32) -> (Value, bool) {
+    let name = match raw & !libc::SCHED_RESET_ON_FORK {
         libc::SCHED_OTHER => json!("other"),
         libc::SCHED_BATCH => json!("batch"),
         libc::SCHED_IDLE => json!("idle"),
         libc::SCHED_FIFO => json!("fifo"),
         libc::SCHED_RR => json!("rr"),
-        // SCHED_DEADLINE, which the libc crate does not name.
-        6 => json!("deadline"),
+        libc::SCHED_DEADLINE => json!("deadline"),
         other => json!(other),
     };
-    Some((name, param.map_or(0, |p| p.sched_priority)))
+    (name, raw & libc::SCHED_RESET_ON_FORK != 0)
 }
 
-#[cfg(not(target_os = "linux"))]
-fn policy() -> Option<(Value, i32)> {
-    None
+/// The calling thread's real-time priority (0 outside `fifo` and `rr`).
+fn rt_priority() -> Option<i32> {
+    // SAFETY: sched_getparam only writes into the zeroed sched_param we own.
+    let (rc, param) = unsafe {
+        let mut param: libc::sched_param = std::mem::zeroed();
+        (libc::sched_getparam(0, &mut param), param)
+    };
+    (rc == 0).then_some(param.sched_priority)
 }
 
-#[cfg(all(test, target_os = "linux"))]
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -91,19 +91,39 @@ mod tests {
     fn reports_the_calling_threads_nice_value() {
         let seen = std::thread::spawn(|| {
             let before = describe()["nice"].as_i64().expect("nice of a fresh thread");
+            if before == 19 {
+                return None;
+            }
             let wanted = (before + 3).min(19);
             // SAFETY: on Linux, PRIO_PROCESS with 0 is the calling thread alone.
             let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, wanted as i32) };
             assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
-            (before, wanted, describe())
+            Some((before, wanted, describe()))
         })
         .join()
         .expect("thread");
-        let (before, wanted, after) = seen;
+        let Some((before, wanted, after)) = seen else {
+            eprintln!("skipped: this test already runs at nice 19, so it cannot be made nicer");
+            return;
+        };
         assert_eq!(after["nice"], json!(wanted), "{after}");
         assert!(after["policy"].is_string(), "{after}");
         assert!(after["cpus"].as_u64().is_some_and(|n| n >= 1), "{after}");
         // The value is the thread's own: the one that started it kept what it had.
         assert_eq!(describe()["nice"], json!(before));
+    }
+
+    #[test]
+    fn policies_are_named_apart_from_the_reset_on_fork_flag() {
+        assert_eq!(named_policy(libc::SCHED_BATCH), (json!("batch"), false));
+        assert_eq!(
+            named_policy(libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK),
+            (json!("fifo"), true)
+        );
+        assert_eq!(
+            named_policy(libc::SCHED_DEADLINE),
+            (json!("deadline"), false)
+        );
+        assert_eq!(named_policy(99), (json!(99), false));
     }
 }
