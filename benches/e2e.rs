@@ -17,9 +17,9 @@
 //!  [--doc docs/PERFORMANCE.md] [--kill-after 2.2,2.5]`
 //!
 //! `--client-nice N` runs each measured client (recorder, floor, AIPerf) at nice value N, the
-//! simulator at the bench's own (below 0 needs root or `CAP_SYS_NICE`): how late a client
-//! comes to a socket on a busy host is the scheduler's doing, and this measures it at another
-//! priority.
+//! simulator at the bench's own (below 0 needs root, `CAP_SYS_NICE` or an `RLIMIT_NICE` that
+//! allows it): how long a client waits for a core on a busy host is the scheduler's doing, and
+//! this measures it at another priority.
 //!
 //! `--record-bin` measures a `tokentrace-record` binary (the recorder-only build, which takes
 //! `record`'s flags with no subcommand) in place of `tokentrace record`; the simulator stays
