@@ -17,9 +17,10 @@
 //!  [--doc docs/PERFORMANCE.md] [--kill-after 2.2,2.5]`
 //!
 //! `--client-nice N` runs each measured client (recorder, floor, AIPerf) at nice value N, the
-//! simulator at the bench's own (below 0 needs root, `CAP_SYS_NICE` or an `RLIMIT_NICE` that
-//! allows it): how long a client waits for a core on a busy host is the scheduler's doing, and
-//! this measures it at another priority.
+//! simulator at the bench's own (below the bench's own needs root, `CAP_SYS_NICE` or an
+//! `RLIMIT_NICE` that allows it, which the bench tries before it starts anything): how long a
+//! client waits for a core on a busy host is the scheduler's doing, and this measures it at
+//! another priority.
 //!
 //! `--record-bin` measures a `tokentrace-record` binary (the recorder-only build, which takes
 //! `record`'s flags with no subcommand) in place of `tokentrace record`; the simulator stays
@@ -223,7 +224,9 @@ fn main() {
             .and_then(|()| aiperf::self_check())
             .and_then(|()| ladders::self_check())
             .and_then(|()| crash::self_check())
-            .and_then(|()| settings::self_check());
+            .and_then(|()| settings::self_check())
+            // Raising one's own nice value needs no privilege: this must pass anywhere.
+            .and_then(|()| procs::check_nice(19));
         let _ = std::fs::remove_dir_all(&dir);
         if let Err(err) = checked {
             eprintln!("e2e self-check failed: {err}");
@@ -251,6 +254,9 @@ fn bench(args: &[String]) -> io::Result<()> {
             "{} not found: `cargo build --release --no-default-features --bin tokentrace-record`",
             recorder.display()
         )));
+    }
+    if let Some(nice) = s.client_nice {
+        procs::check_nice(nice)?;
     }
     let root = PathBuf::from("target/e2e");
     std::fs::create_dir_all(&root)?;

@@ -120,6 +120,28 @@ pub fn place(command: &mut Command, cpu: Option<usize>, nice: Option<i32>) {
     unsafe { std::os::unix::process::CommandExt::pre_exec(command, placed) };
 }
 
+/// Whether this process may start its clients at nice value `nice` (`--client-nice`), tried on
+/// a thread of its own that then ends: a value below the bench's own needs root,
+/// `CAP_SYS_NICE` or an `RLIMIT_NICE` that allows it, and without them the clients' spawn would
+/// fail with a bare "Permission denied" after the simulator had started.
+pub fn check_nice(nice: i32) -> io::Result<()> {
+    let tried = std::thread::spawn(move || {
+        // SAFETY: on Linux, PRIO_PROCESS with 0 is the calling thread alone, which ends here.
+        let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) };
+        (rc == 0).then_some(()).ok_or_else(io::Error::last_os_error)
+    })
+    .join()
+    .map_err(|_| io::Error::other("the thread trying --client-nice panicked"))?;
+    tried.map_err(|err| {
+        io::Error::other(format!(
+            "--client-nice {nice}: this process may not run its clients at that priority \
+             ({err}); a value below the bench's own needs root, CAP_SYS_NICE or an \
+             RLIMIT_NICE of at least {} (ulimit -e)",
+            20 - nice
+        ))
+    })
+}
+
 /// Run `command` to completion and reap it with wait4 (std's `wait` discards the rusage);
 /// SIGKILL and an error after `limit`.
 ///
