@@ -43,7 +43,8 @@ pub struct Settings {
     /// The simulator runs on CPU 0 only and each client on CPU 1 only (`--pin`).
     pub pin: bool,
     /// Each measured client (recorder, floor, AIPerf) runs at this nice value (`--client-nice`;
-    /// below 0 needs root, `CAP_SYS_NICE` or `RLIMIT_NICE`); None: the bench's own.
+    /// below the bench's own needs root, `CAP_SYS_NICE` or `RLIMIT_NICE`); None: the bench's
+    /// own.
     pub client_nice: Option<i32>,
     /// The `tokentrace` binary: the simulator, and the recorder unless `record_bin` (`--bin`).
     pub bin: PathBuf,
