@@ -52,13 +52,16 @@ pub fn summary(results: &[LevelResult]) -> Option<String> {
         "Over {runs} ladders run in a row (`--repeat {runs}`): *load ÷ floor* of each, to two \
          decimals, and its median; *within* counts the ladders at or under \
          {TARGET_RATIO}× exactly; the medians of each client's CPU per chunk over its load; \
-         the recorder's timestamp error p99, its median and the ladders under 100 µs.\n\n"
+         each client's timestamp error p99, its median and the ladders under 100 µs (the \
+         floor's is a receive time only with `--floor epoll-stamped` or `uring`; the plain \
+         epoll floor's counts its own wake-up after the read).\n\n"
     );
     s.push_str(
         "| streams | step ms | load ÷ floor, ladder by ladder | median | within 1.5× | \
-         CPU µs/chunk rec load, median | floor, median | rec p99 µs, median | p99 < 100 µs |\n",
+         CPU µs/chunk rec load, median | floor, median | rec p99 µs, median | p99 < 100 µs | \
+         floor p99 µs, median | p99 < 100 µs |\n",
     );
-    s.push_str("|---:|---:|---|---:|---:|---:|---:|---:|---:|\n");
+    s.push_str("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for level in &levels {
         let first = &level[0].level;
         let ratios: Vec<Option<f64>> = level.iter().map(|r| load_ratio(r)).collect();
@@ -82,16 +85,12 @@ pub fn summary(results: &[LevelResult]) -> Option<String> {
                 .map(Side::cpu_ns_per_chunk)
                 .collect(),
         );
-        let p99s: Vec<i64> = level
-            .iter()
-            .filter_map(|r| r.recorder.error.map(|p| p.p99))
-            .collect();
-        let p99 = median(p99s.iter().map(|&p| p as f64).collect());
-        let under = p99s.iter().filter(|&&p| p < TARGET_P99_NS).count();
+        let (rec_p99, rec_under) = p99s(level.iter().map(|r| Some(&r.recorder)));
+        let (floor_p99, floor_under) = p99s(level.iter().map(|r| r.floor.as_ref()));
         let us = |v: Option<f64>| v.map_or("—".into(), |v| format!("{:.2}", v / 1000.0));
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             first.streams,
             first.step_ms,
             each.join(", "),
@@ -103,15 +102,29 @@ pub fn summary(results: &[LevelResult]) -> Option<String> {
             },
             us(rec_cpu),
             us(floor_cpu),
-            us(p99),
-            if p99s.is_empty() {
-                "—".into()
-            } else {
-                format!("{under} of {}", p99s.len())
-            },
+            us(rec_p99),
+            rec_under,
+            us(floor_p99),
+            floor_under,
         );
     }
     Some(s)
+}
+
+/// The median timestamp error p99 (ns) of the sides that have one, and how many of them are
+/// under [`TARGET_P99_NS`] ("—" when none has one).
+fn p99s<'a>(sides: impl Iterator<Item = Option<&'a Side>>) -> (Option<f64>, String) {
+    let p99s: Vec<i64> = sides
+        .flatten()
+        .filter_map(|s| s.error.map(|p| p.p99))
+        .collect();
+    let under = p99s.iter().filter(|&&p| p < TARGET_P99_NS).count();
+    let count = if p99s.is_empty() {
+        "—".into()
+    } else {
+        format!("{under} of {}", p99s.len())
+    };
+    (median(p99s.iter().map(|&p| p as f64).collect()), count)
 }
 
 /// Checks the median and the grouping on made-up results (`cargo test --benches`).
@@ -128,46 +141,50 @@ pub fn self_check() -> std::io::Result<()> {
             return fail(format!("median of {values:?} is {got:?}, not {expected:?}"));
         }
     }
-    let result = |streams: usize, load_ns: u64, floor_ns: u64, p99: i64| LevelResult {
-        level: crate::Level {
-            streams,
-            step_ms: 2.0,
-            max_tokens: 500,
-        },
-        recorder: Side {
-            chunks: 1000,
-            cpu_ns: load_ns * 1000 + 5,
-            load_cpu_ns: Some(load_ns * 1000),
-            error: Some(crate::accuracy::Percentiles {
-                p50: 1,
-                p99,
-                p999: p99,
-                max: p99,
-                min: 0,
+    let percentiles = |p99: i64| crate::accuracy::Percentiles {
+        p50: 1,
+        p99,
+        p999: p99,
+        max: p99,
+        min: 0,
+    };
+    let result = |streams: usize, load_ns: u64, floor_ns: u64, p99: i64, floor_p99: Option<i64>| {
+        LevelResult {
+            level: crate::Level {
+                streams,
+                step_ms: 2.0,
+                max_tokens: 500,
+            },
+            recorder: Side {
+                chunks: 1000,
+                cpu_ns: load_ns * 1000 + 5,
+                load_cpu_ns: Some(load_ns * 1000),
+                error: Some(percentiles(p99)),
+                ..Side::default()
+            },
+            floor: Some(Side {
+                chunks: 1000,
+                cpu_ns: floor_ns * 1000,
+                error: floor_p99.map(percentiles),
+                ..Side::default()
             }),
-            ..Side::default()
-        },
-        floor: Some(Side {
-            chunks: 1000,
-            cpu_ns: floor_ns * 1000,
-            ..Side::default()
-        }),
-        aiperf: None,
-        load_avg: 0.0,
+            aiperf: None,
+            load_avg: 0.0,
+        }
     };
     let once = [
-        result(64, 1200, 1000, 5_000),
-        result(2048, 1600, 1000, 9_000),
+        result(64, 1200, 1000, 5_000, None),
+        result(2048, 1600, 1000, 9_000, None),
     ];
     if summary(&once).is_some() {
         return fail("a single ladder got a summary".into());
     }
     // Two ladders of two levels, in ladder order.
     let twice = [
-        result(64, 1200, 1000, 5_000),
-        result(2048, 1600, 1000, 200_000),
-        result(64, 1500, 1000, 7_000),
-        result(2048, 1400, 1000, 9_000),
+        result(64, 1200, 1000, 5_000, Some(4_000)),
+        result(2048, 1600, 1000, 200_000, Some(150_000)),
+        result(64, 1500, 1000, 7_000, Some(6_000)),
+        result(2048, 1400, 1000, 9_000, None),
     ];
     let Some(table) = summary(&twice) else {
         return fail("two ladders got no summary".into());
@@ -177,8 +194,9 @@ pub fn self_check() -> std::io::Result<()> {
         .filter(|l| l.starts_with("| 64 |") || l.starts_with("| 2048 |"))
         .collect();
     let expected = [
-        "| 64 | 2 | 1.20, 1.50 | **1.35** | 2 of 2 | 1.35 | 1.00 | 6.00 | 2 of 2 |",
-        "| 2048 | 2 | 1.60, 1.40 | **1.50** | 1 of 2 | 1.50 | 1.00 | 104.50 | 1 of 2 |",
+        "| 64 | 2 | 1.20, 1.50 | **1.35** | 2 of 2 | 1.35 | 1.00 | 6.00 | 2 of 2 | 5.00 | 2 of 2 |",
+        "| 2048 | 2 | 1.60, 1.40 | **1.50** | 1 of 2 | 1.50 | 1.00 | 104.50 | 1 of 2 | 150.00 | \
+         0 of 1 |",
     ];
     if rows != expected {
         return fail(format!("rows {rows:#?}, expected {expected:#?}"));
