@@ -53,8 +53,8 @@ pub fn summary(results: &[LevelResult]) -> Option<String> {
          decimals, and its median; *within* counts the ladders at or under \
          {TARGET_RATIO}× exactly; the medians of each client's CPU per chunk over its load; \
          each client's timestamp error p99, its median and the ladders under 100 µs (the \
-         floor's is a receive time only with `--floor epoll-stamped` or `uring`; the plain \
-         epoll floor's counts its own wake-up after the read).\n\n"
+         floor's is a receive time only with `--floor epoll-stamped` or `uring`; the other \
+         floors' count their own wake-up after the read).\n\n"
     );
     s.push_str(
         "| streams | step ms | load ÷ floor, ladder by ladder | median | within 1.5× | \
