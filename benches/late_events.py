@@ -35,7 +35,9 @@ MAX_REQUEST_ID = (1 << 62) - 1
 
 
 def request_id(text):
-    """The recorder's request id of a truth-log line's id (a number or the request's UUID)."""
+    """The recorder's request id of a truth-log line's id (a number or the request's UUID): the
+    rule of `tokentrace_format::request_id::id_of_uuid`, which the bench's own join calls
+    (`benches/e2e/accuracy.rs`); no export carries the UUID, so this script repeats it."""
     try:
         return int(text)
     except ValueError:
