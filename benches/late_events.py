@@ -9,8 +9,8 @@ bench joins them, then every event stamped 100 us or more after its write, count
   connection returns two or more, and every one of them takes the last one's receive time);
 - by its place from its response's end (1: the last event), the ten commonest places.
 
-docs/PERFORMANCE.md, "A third host: the receive time at 100k chunks/s beside a stamped floor",
-used it at 1,000 streams x 10 ms:
+docs/performance/2026-12-07.md, "A third host: the receive time at 100k chunks/s beside a stamped
+floor", used it at 1,000 streams x 10 ms:
 
     cargo bench --bench e2e -- --levels 1000 --steps 10 --no-aiperf --no-floor --keep
     PY=~/.cache/tokentrace-conformance/venv-aiperf/bin/python   # any Python with pyarrow

@@ -3,7 +3,8 @@
 a scheduler slice of its own (Linux 6.12 and later: `sched_setattr` with `sched_runtime` under
 SCHED_OTHER, clamped by the kernel to 0.1-100 ms), leaving every other thread at the kernel's.
 
-docs/PERFORMANCE.md, "A shorter scheduler slice for the reader: tried, not kept", measured it:
+docs/performance/2026-12-07.md, "A shorter scheduler slice for the reader: tried, not kept",
+measured it:
 
     cargo build --release --no-default-features --bin tokentrace-record
     cargo bench --bench e2e -- --levels 1000 --steps 10 --no-aiperf --no-floor \\

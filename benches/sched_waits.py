@@ -5,8 +5,8 @@ by the thread (comm) that had it, `<idle>` for none. It also prints the thread's
 unbroken run, its busy time per tenth of a second from its first run, and the median of
 those tenths between FROM_S and TO_S seconds (the whole run by default).
 
-docs/PERFORMANCE.md, "A shorter scheduler slice for the reader: tried, not kept", used it on
-the recorder's stream reader (comm `tokentrace-read`) at 1,000 streams x 10 ms:
+docs/performance/2026-12-07.md, "A shorter scheduler slice for the reader: tried, not kept", used it
+on the recorder's stream reader (comm `tokentrace-read`) at 1,000 streams x 10 ms:
 
     printf '#!/bin/sh\\nexec perf sched record -q -o /tmp/ps.data -- B "$@"\\n' > /tmp/w.sh
     chmod +x /tmp/w.sh   # B: the recorder binary (or benches/reader_slice.py)

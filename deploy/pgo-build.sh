@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The recorder built with profile-guided optimisation, for load hosts where its own CPU per
-# chunk matters (docs/PERFORMANCE.md, "A profile-guided build").
+# chunk matters (docs/performance/2026-12-07.md, "A profile-guided build").
 #
 #   deploy/pgo-build.sh [--no-check]
 #

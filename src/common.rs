@@ -6,7 +6,8 @@ use std::process::ExitCode;
 /// Both programs allocate through mimalloc: at 2,048 streams × 2 ms it took about 8% off the
 /// recorder's CPU per chunk, where glibc's per-thread arenas grew a few pages at a time
 /// (about 12,000 `mprotect` calls in a run). Built without transparent huge pages, which put
-/// 2 MiB pages under a few KiB of use (docs/PERFORMANCE.md, *mimalloc for both programs*).
+/// 2 MiB pages under a few KiB of use (docs/performance/2026-12-04-to-05.md, *mimalloc for both
+/// programs*).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -17,7 +18,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// buffers and may then sleep for the rest of the run (about 10 KiB of peak RSS per stream at
 /// 1,024 TLS streams held that way). The threads that keep allocating (the stream reader, the
 /// trace writer) reuse their pages within the delay instead of faulting fresh ones in, which
-/// a delay of 0 made them do (docs/PERFORMANCE.md, *Freed memory kept for reuse*).
+/// a delay of 0 made them do (docs/performance/2026-12-04-to-05.md, *Freed memory kept for reuse*).
 pub fn tune_allocator() {
     tokentrace_recorder::run::on_runtime_idle(release_freed_memory);
 }

@@ -5,12 +5,12 @@
 //! `sched_yield` several times (crossbeam's back-off) before it parks, and every message sent
 //! to a parked writer costs its sender a futex wake-up. A recorder sends a final record per
 //! request and a checkpoint per open request per period, thousands a second at high load, and
-//! those yields and wake-ups were about a quarter of the writer's samples (docs/PERFORMANCE.md,
-//! *The writer's wait and its chunk columns*). Looking once a period instead batches what
-//! arrived meanwhile and costs the senders nothing; a record waits at most one period more,
-//! which the block's own `block_max_age` (seconds) dwarfs. Why not always look: at a few hundred
-//! messages a second most looks would find nothing, and a thousand naps a second cost more
-//! than the wake-ups they save.
+//! those yields and wake-ups were about a quarter of the writer's samples
+//! (docs/performance/2026-12-02-to-03.md, *The writer's wait and its chunk columns*). Looking once
+//! a period instead batches what arrived meanwhile and costs the senders nothing; a record waits at
+//! most one period more, which the block's own `block_max_age` (seconds) dwarfs. Why not always
+//! look: at a few hundred messages a second most looks would find nothing, and a thousand naps a
+//! second cost more than the wake-ups they save.
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};

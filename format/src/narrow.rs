@@ -4,8 +4,8 @@
 //! narrow ones, so every value comes back exactly.
 //!
 //! Why: a recorder holds every chunk of every open stream until its response ends; at 1,024
-//! streams of 500 tokens that memory is most of its footprint (docs/PERFORMANCE.md, "The
-//! recorder's own read path against its targets").
+//! streams of 500 tokens that memory is most of its footprint
+//! (docs/performance/2026-12-01-read-path.md, "The recorder's own read path against its targets").
 
 /// An unsigned integer narrower than `u32` that a field is stored in. Its largest value is the
 /// escape: it marks a value kept whole in the field's [`Escapes`].

@@ -5,13 +5,13 @@
 //!
 //! A recorder keeps every chunk of every response in flight until the response ends, and the
 //! writer keeps finished responses until their block is written, so this size, times the
-//! chunks of every open stream, is most of a recorder's memory (docs/PERFORMANCE.md, "The
-//! recorder's own read path against its targets").
+//! chunks of every open stream, is most of a recorder's memory
+//! (docs/performance/2026-12-01-read-path.md, "The recorder's own read path against its targets").
 //!
 //! Rows rather than one array per field: the recorder's reader appends to a thousand lists in
 //! turn, each met again only after all the others, and a push touches one row's cache line
 //! and the list's head instead of the end of six arrays and their six heads
-//! (docs/PERFORMANCE.md, *Chunks appended as rows*).
+//! (docs/performance/2026-12-04-to-05.md, *Chunks appended as rows*).
 
 use crate::narrow::{Escapes, HighRuns, Small};
 use crate::types::{Channel, ChunkRecord, RequestMeta, RequestRecord};

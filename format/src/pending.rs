@@ -9,8 +9,9 @@
 //! held when the final record arrives is dropped unwritten, and consecutive checkpoints of one
 //! request merge while held. At 1,024 streams × 10 ms, where a block fills in under a second,
 //! checkpoints made the trace 64% larger than a run without them; held back, 38%
-//! (docs/PERFORMANCE.md, *The lag probe's ticker, checkpoints held back, bodies built once*). The
-//! crash bound stays: a checkpoint is written at most one block age after it arrived.
+//! (docs/performance/2026-12-02-to-03.md, *The lag probe's ticker, checkpoints held back, bodies
+//! built once*). The crash bound stays: a checkpoint is written at most one block age after it
+//! arrived.
 
 use crate::packed::PackedRecord;
 use std::collections::HashMap;

@@ -233,9 +233,9 @@ pub const DEFAULT_CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
 
 /// The default of [`RecordConfig::zstd_level`]. The recorder shares its host's CPU with the
 /// load it measures, so its trace is compressed at zstd's fastest positive level: about a
-/// third less writer CPU than level 3 for about 3% larger traces (docs/PERFORMANCE.md, *zstd
-/// level 1 while recording*). Tools that rewrite a trace offline (merge, redact) keep the
-/// writer's own default, level 3.
+/// third less writer CPU than level 3 for about 3% larger traces
+/// (docs/performance/2026-12-02-to-03.md, *zstd level 1 while recording*). Tools that rewrite a
+/// trace offline (merge, redact) keep the writer's own default, level 3.
 pub const DEFAULT_ZSTD_LEVEL: i32 = 1;
 
 impl RecordConfig {

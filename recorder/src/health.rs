@@ -68,11 +68,12 @@ pub struct LagProbe {
 /// How often the lag probe ticks. Each tick wakes a runtime worker that would otherwise sleep (the
 /// stream reader, not the runtime, reads the responses), and on a virtual machine a timer wake-up
 /// is costly: at 10 ms the ticker made most of an idle recorder's CPU, several ms a second, which
-/// at 64 streams × 10 ms is a tenth of the recorder's CPU per chunk (docs/PERFORMANCE.md, *The lag
-/// probe's ticker, checkpoints held back, bodies built once*). At 50 ms it wakes a fifth as often.
-/// The price is sensitivity: a stall of S ms now shows as a lag of at least S − 50 ms, so the
-/// analyzer's 10 ms flag is certain only for stalls over 60 ms (over 20 ms before), and a
-/// shorter stall raises it only when a tick falls due during it.
+/// at 64 streams × 10 ms is a tenth of the recorder's CPU per chunk
+/// (docs/performance/2026-12-02-to-03.md, *The lag probe's ticker, checkpoints held back, bodies
+/// built once*). At 50 ms it wakes a fifth as often. The price is sensitivity: a stall of S ms now
+/// shows as a lag of at least S − 50 ms, so the analyzer's 10 ms flag is certain only for stalls
+/// over 60 ms (over 20 ms before), and a shorter stall raises it only when a tick falls due during
+/// it.
 pub const LAG_TICK: Duration = Duration::from_millis(50);
 
 /// A tick later than this counts as late. tokio's timer wheel has millisecond resolution and

@@ -32,9 +32,9 @@ pub enum PromptPlan {
 
 /// A prompt with what every request that sends it shares: its serialized body, and the hash and
 /// length of its identity bytes. A file's prompts are prepared once: serializing the body per
-/// request was about a third of the request tasks' instructions (docs/PERFORMANCE.md, *The lag
-/// probe's ticker, checkpoints held back, bodies built once*). A synthetic prompt differs for
-/// every request and is prepared for it.
+/// request was about a third of the request tasks' instructions
+/// (docs/performance/2026-12-02-to-03.md, *The lag probe's ticker, checkpoints held back, bodies
+/// built once*). A synthetic prompt differs for every request and is prepared for it.
 #[derive(Clone)]
 pub struct PreparedPrompt {
     body: Bytes,

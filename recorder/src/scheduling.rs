@@ -5,9 +5,9 @@
 //! comes late does not move an event's time, unless the server writes again on that connection
 //! before the read. The kernel then hands both writes over in one read, stamped with the later
 //! one's time. How late the stream reader comes is a matter of scheduling on a busy host, and
-//! `nice -n -5 tokentrace record …` changes it (docs/PERFORMANCE.md, *The reader's place in
-//! the scheduler*). Two traces recorded at different priorities are not alike, and the
-//! manifest says so.
+//! `nice -n -5 tokentrace record …` changes it (docs/performance/2026-12-07.md, *The reader's place
+//! in the scheduler*). Two traces recorded at different priorities are not alike, and the manifest
+//! says so.
 //!
 //! Read on the thread that builds the manifest: on Linux a thread's nice value is its own, and
 //! threads started later (the stream reader, the writer) inherit it from the one that starts

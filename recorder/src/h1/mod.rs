@@ -29,7 +29,7 @@ use tokio::time::Instant;
 /// Bytes per socket read: SSE events are small, and a larger event spans reads. The buffer is
 /// per thread, not per connection, so its size costs no memory per stream; where events queue
 /// up (a client behind a server's pace), 16 KiB takes about twice the events per read that
-/// 4 KiB did (docs/PERFORMANCE.md, *The stream reader*).
+/// 4 KiB did (docs/performance/2026-12-01-read-path.md, *The stream reader*).
 pub const READ_BUF: usize = 16384;
 
 /// A thread's buffers for the connections it reads.

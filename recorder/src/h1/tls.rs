@@ -2,11 +2,11 @@
 //! socket. The buffered `ClientConnection` (and tokio-rustls over it) keeps a read buffer of
 //! 4 KiB or more per connection, grown by doubling whenever a read ends inside a record; with
 //! a thousand streams that buffer was the largest part of TLS's memory per stream
-//! (docs/PERFORMANCE.md, *TLS without rustls's read buffer*). Here every read goes into the
-//! thread's read buffer (`SPACE` in [`super`]), the whole records in it are decrypted and
-//! their plaintext copied to the thread's plaintext buffer, and only the bytes of a record the
-//! read ended inside of stay with the connection (its *tail*): none at all between events
-//! that arrive whole.
+//! (docs/performance/2026-12-02-to-03.md, *TLS without rustls's read buffer*). Here every read goes
+//! into the thread's read buffer (`SPACE` in [`super`]), the whole records in it are decrypted and
+//! their plaintext copied to the thread's plaintext buffer, and only the bytes of a record the read
+//! ended inside of stay with the connection (its *tail*): none at all between events that arrive
+//! whole.
 
 use rustls::client::{ClientConnectionData, UnbufferedClientConnection};
 use rustls::pki_types::ServerName;
