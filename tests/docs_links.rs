@@ -254,6 +254,38 @@ fn cited_sections_exist_on_the_cited_pages() {
 }
 
 #[test]
+fn the_performance_log_lists_every_page_and_section() {
+    let root = root();
+    let index = std::fs::read_to_string(root.join("docs/PERFORMANCE.md")).unwrap();
+    let log = index
+        .split("\n### Log\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("docs/PERFORMANCE.md has a Log");
+    let mut pages = Vec::new();
+    files(&root.join("docs/performance"), &[".md"], &mut pages);
+    assert!(!pages.is_empty(), "no log pages");
+    let mut missing = Vec::new();
+    for path in &pages {
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if !log.contains(&format!("](performance/{name})")) {
+            missing.push(format!("the page {name}"));
+        }
+        // The first heading is the page's title.
+        for heading in page(path).headings.iter().skip(1) {
+            if !log.contains(&format!("  - {heading}\n")) {
+                missing.push(format!("{name}: {heading}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "not in the Log:\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
 fn the_scanners_find_what_they_are_meant_to() {
     assert_eq!(
         slug("Tried, not kept: a pause (2026-12-07)"),
