@@ -49,6 +49,18 @@ struct Page {
     lead_ins: Vec<String>,
 }
 
+/// The lines of a Markdown text outside its fenced code blocks (a closing fence comes through:
+/// it holds no heading and no link).
+fn prose_lines(text: &str) -> impl Iterator<Item = &str> {
+    let mut fence = false;
+    text.lines().filter(move |line| {
+        if line.starts_with("```") {
+            fence = !fence;
+        }
+        !fence
+    })
+}
+
 fn page(path: &Path) -> Page {
     let text = std::fs::read_to_string(path).unwrap();
     let mut page = Page {
@@ -56,14 +68,7 @@ fn page(path: &Path) -> Page {
         anchors: HashSet::new(),
         lead_ins: Vec::new(),
     };
-    let mut fence = false;
-    for line in text.lines() {
-        if line.starts_with("```") {
-            fence = !fence;
-        }
-        if fence {
-            continue;
-        }
+    for line in prose_lines(&text) {
         if let Some(heading) = line.strip_prefix('#').map(|h| h.trim_start_matches('#')) {
             let heading = heading.trim().to_string();
             let base = slug(&heading);
@@ -92,14 +97,7 @@ fn page(path: &Path) -> Page {
 /// Relative link targets in `text` (outside code blocks and code spans).
 fn links(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let mut fence = false;
-    for line in text.lines() {
-        if line.starts_with("```") {
-            fence = !fence;
-        }
-        if fence {
-            continue;
-        }
+    for line in prose_lines(text) {
         // Code spans hold no links: drop them before looking.
         let plain: String = line.split('`').step_by(2).collect::<Vec<_>>().join(" ");
         let mut rest = plain.as_str();
