@@ -6,12 +6,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test may fail loudly
 
+mod common;
+
+use common::manifests::root;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// Files under `dir` (relative to the repository) whose names end in one of `exts`, build
 /// output and version control left out.
@@ -69,7 +68,13 @@ fn page(path: &Path) -> Page {
         lead_ins: Vec::new(),
     };
     for line in prose_lines(&text) {
-        if let Some(heading) = line.strip_prefix('#').map(|h| h.trim_start_matches('#')) {
+        // An ATX heading: one to six `#` and a blank (`#5` is no heading).
+        let level = line.bytes().take_while(|&b| b == b'#').count();
+        let heading = (1..=6)
+            .contains(&level)
+            .then(|| line[level..].strip_prefix(' '))
+            .flatten();
+        if let Some(heading) = heading {
             let heading = heading.trim().to_string();
             let base = slug(&heading);
             let mut anchor = base.clone();
@@ -297,6 +302,17 @@ fn the_scanners_find_what_they_are_meant_to() {
         links("see [*A*](performance/x.md#a-b) and `[x](not.md)` and [w](https://e.org)"),
         vec!["performance/x.md#a-b".to_string()]
     );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("page.md");
+    let text = "# A page\n#5 is no heading\n## A page\n- **Lead in.** text\n```\n# in code\n```\n";
+    std::fs::write(&file, text).unwrap();
+    let read = page(&file);
+    assert_eq!(read.headings, ["A page", "A page"]);
+    assert_eq!(
+        read.anchors,
+        HashSet::from(["a-page".to_string(), "a-page-1".to_string()])
+    );
+    assert_eq!(read.lead_ins, ["Lead in."]);
     let text = flattened(
         "/// figures (docs/PERFORMANCE.md, *The lag\n/// probe's ticker*). And docs/FORMAT.md, \"Times\".\n/// docs/X.md, *lower case* is no citation",
     );
