@@ -5,8 +5,9 @@
 
 /// The longest response head accepted; a server sending more is not answering an API call.
 pub const MAX_HEAD: usize = 64 * 1024;
-/// The longest chunk-size line accepted (size, extensions, CRLF).
-const MAX_SIZE_LINE: usize = 1024;
+/// The longest chunk-size or trailer line accepted, in bytes before its LF (size, extensions
+/// and a CR).
+pub const MAX_SIZE_LINE: usize = 1024;
 
 /// A response head.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -256,6 +257,11 @@ impl Chunked {
                         &joined
                     };
                     i += nl + 1;
+                    // The limit holds for a line whole in one read as for one cut by reads,
+                    // so how the server's bytes were split never changes the answer.
+                    if line.len() > MAX_SIZE_LINE {
+                        return Err("chunk-size line too long".into());
+                    }
                     let line = line.strip_suffix(b"\r").unwrap_or(line);
                     if self.state == ChunkState::Trailer {
                         if line.is_empty() {
@@ -450,6 +456,40 @@ mod tests {
             done = d.done;
         }
         (out, done)
+    }
+
+    /// A size or trailer line is refused when it has more than MAX_SIZE_LINE bytes before its
+    /// LF, and taken up to that, whether one read holds it whole or reads cut it anywhere
+    /// (found by `fuzz/fuzz_targets/h1_response.rs`: a long line whole in one read was taken
+    /// where the same line cut by a read was refused).
+    #[test]
+    fn the_line_limit_does_not_depend_on_how_reads_cut_the_line() {
+        for (trailer, line_len) in [(false, MAX_SIZE_LINE), (false, MAX_SIZE_LINE + 1)]
+            .into_iter()
+            .chain([(true, MAX_SIZE_LINE), (true, MAX_SIZE_LINE + 1)])
+        {
+            // The line's bytes before its LF: `2;x…x\r` or `X-T: x…x\r`, line_len in all.
+            let lead: &[u8] = if trailer { b"X-T: " } else { b"2;" };
+            let mut line = lead.to_vec();
+            line.resize(line_len - 1, b'x');
+            line.push(b'\r');
+            let wire = if trailer {
+                [&b"2\r\nhi\r\n0\r\n"[..], &line, b"\n\r\n"].concat()
+            } else {
+                [&line[..], b"\nhi\r\n0\r\n\r\n"].concat()
+            };
+            let refused = line_len > MAX_SIZE_LINE;
+            for cut in [0, 1, 9, 600, line_len - 1, line_len, wire.len()] {
+                let cut = cut.min(wire.len());
+                let mut f = Framing::Chunked(Chunked::default());
+                let first = f.decode(&wire[..cut], |_| {});
+                let second = first.and_then(|_| f.decode(&wire[cut..], |_| {}));
+                match second {
+                    Ok(d) => assert!(!refused && d.done, "{line_len} bytes, cut at {cut}"),
+                    Err(e) => assert!(refused, "{line_len} bytes, cut at {cut}: {e}"),
+                }
+            }
+        }
     }
 
     #[test]
