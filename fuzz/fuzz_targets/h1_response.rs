@@ -35,37 +35,36 @@ fn reads(input: &[u8]) -> Option<(Vec<&[u8]>, &[u8])> {
     Some((cut_by_lengths(response, &lengths), response))
 }
 
-/// The recorder's way: read by read.
+/// The recorder's way: read by read, the head until it is whole, then the body from the
+/// bytes after it.
 fn incremental(reads: &[&[u8]]) -> (Vec<u8>, End) {
-    let mut body = Vec::new();
+    let mut reads = reads.iter().copied();
     let mut head_bytes = Vec::new();
-    let mut framing: Option<Framing> = None;
     let mut offset = 0;
-    for read in reads {
+    let (head, rest) = loop {
+        let Some(read) = reads.next() else {
+            return (Vec::new(), End::Open);
+        };
         offset += read.len();
-        let (bytes, start) = match framing {
-            Some(_) => (read.to_vec(), offset - read.len()),
-            None => match take_head(&mut head_bytes, read) {
-                Err(_) => return (body, End::Broken),
-                Ok(None) => continue,
-                Ok(Some((head, rest))) => match head.framing(false) {
-                    Err(_) => return (body, End::Broken),
-                    Ok(f) => {
-                        framing = Some(f);
-                        let start = offset - rest.len();
-                        (rest, start)
-                    }
-                },
-            },
-        };
-        let Some(framing) = framing.as_mut() else {
-            continue;
-        };
-        match framing.decode(&bytes, |data| body.extend_from_slice(data)) {
+        match take_head(&mut head_bytes, read) {
+            Err(_) => return (Vec::new(), End::Broken),
+            Ok(None) => {}
+            Ok(Some(whole)) => break whole,
+        }
+    };
+    let Ok(mut framing) = head.framing(false) else {
+        return (Vec::new(), End::Broken);
+    };
+    let mut body = Vec::new();
+    // Where the bytes decoded next start in the response.
+    let mut start = offset - rest.len();
+    for bytes in std::iter::once(&rest[..]).chain(reads) {
+        match framing.decode(bytes, |data| body.extend_from_slice(data)) {
             Err(_) => return (body, End::Broken),
             Ok(decoded) if decoded.done => return (body, End::Done(start + decoded.consumed)),
             Ok(decoded) => assert_eq!(decoded.consumed, bytes.len(), "an open body left bytes"),
         }
+        start += bytes.len();
     }
     (body, End::Open)
 }
