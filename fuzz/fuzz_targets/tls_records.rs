@@ -1,15 +1,17 @@
 //! The recorder's TLS read path (`TlsLink` in recorder/src/h1/tls.rs) against a real rustls
-//! server: any writes of the server's, TLS 1.2 or 1.3, with or without session tickets, a key
-//! update after any write and close_notify at the end, the bytes cut into reads of any length
-//! (as `Conn::read_with` in recorder/src/h1/mod.rs hands them over) and, when asked, one byte
-//! of them damaged.
+//! server: any writes of the server's, TLS 1.2 or 1.3 (with session tickets and a key update
+//! after any write), close_notify at the end or not, the bytes cut into reads of any length
+//! (as `Conn::read_with` and `Conn::read_ready` in recorder/src/h1/mod.rs hand them over) and,
+//! when asked, one byte of them damaged.
 //!
 //! Undamaged, the plaintext handed on must be exactly what the server wrote, the close must be
 //! seen when it was sent, and no bytes may be left with the connection. Damaged, no byte may be
-//! wrong or extra (the plaintext is a prefix of what was written), every write whose records
-//! all ended before the damaged byte must still be handed on (`TlsLink::open` hands on the
-//! plaintext before a failure first), and where the damage failed the connection nothing
-//! written after the damaged byte may have come through.
+//! wrong or extra (the plaintext is a prefix of what was written), and every write whose
+//! records all ended before the damaged byte must still be handed on (`TlsLink::open` hands on
+//! the plaintext before a failure first). Where the damage failed the connection, nothing
+//! written after the damaged byte may have come through; where it did not, either a record
+//! still waits for bytes that will not come or the damage changed nothing rustls checks, and
+//! then all of it must have come through, and the close.
 //! See docs/RELIABILITY.md.
 #![no_main]
 
@@ -32,8 +34,9 @@ struct Plan {
     close_notify: bool,
     /// Session tickets the server sends after a TLS 1.3 handshake (0 to 3).
     tickets: usize,
-    /// The wire byte to damage (taken modulo the wire's length) and how.
-    damage: Option<(usize, u8)>,
+    /// The wire byte to damage, as a fraction of the wire in 65,536ths (so that any byte of a
+    /// wire up to 64 KiB long can be chosen, and every other one of a longer one), and its XOR.
+    damage: Option<(u16, u8)>,
     /// The write after which the server updates its keys (TLS 1.3).
     key_update_after: Option<usize>,
     /// The client's read lengths, cycled.
@@ -43,11 +46,12 @@ struct Plan {
 }
 
 /// An input read as a plan: byte 0 the flags (bit 0 TLS 1.2, bit 1 close_notify, bit 2 a
-/// damaged byte, bits 3–4 the tickets), bytes 1–3 the read lengths (under 128: 1 to 128
-/// bytes; from 128: steps of 128 up to 16 KiB), bytes 4–6 the damaged byte's place and its XOR,
-/// byte 7 the write a key update follows (255: none; TLS 1.3 only); the rest the writes, split
-/// at each 0xFF, each write its first byte's low five bits plus one times the bytes after it
-/// (so that a write may span several records).
+/// damaged byte, bits 3–4 the TLS 1.3 session tickets), bytes 1–3 the read lengths (under
+/// 128: 1 to 128 bytes; from 128: steps of 128 up to 16 KiB), bytes 4–5 the damaged byte's
+/// place (as a fraction of the wire, in 65,536ths) and byte 6 its XOR (0 taken as 1), byte 7
+/// the write a key update follows (255: none; TLS 1.3 only); the rest the writes, split at each
+/// 0xFF, each write its first byte's low five bits plus one times the bytes after it (so that
+/// a write may span several records).
 fn plan(input: &[u8]) -> Option<Plan> {
     let head = input.get(..8)?;
     let length = |b: u8| match b {
@@ -64,10 +68,11 @@ fn plan(input: &[u8]) -> Option<Plan> {
     Some(Plan {
         tls12: head[0] & 1 != 0,
         close_notify: head[0] & 2 != 0,
-        tickets: usize::from(head[0] >> 3 & 3),
+        tickets: usize::from((head[0] >> 3) & 3),
         damage: (head[0] & 4 != 0).then(|| {
-            let at = usize::from(u16::from_le_bytes([head[4], head[5]]));
-            (at, head[6] | 1)
+            let place = u16::from_le_bytes([head[4], head[5]]);
+            // An XOR of 0 would damage nothing.
+            (place, head[6].max(1))
         }),
         // TLS 1.2 has no key update.
         key_update_after: (head[0] & 1 == 0 && head[7] != 255).then_some(usize::from(head[7])),
@@ -185,8 +190,7 @@ fn converse(plan: &Plan) -> Conversation {
     let (key_update_after, close_notify) = (plan.key_update_after, plan.close_notify);
     RUNTIME.with(|runtime| {
         runtime.block_on(async move {
-            // Room for every byte the server sends, so that it never waits on the client.
-            let (mut near, far) = tokio::io::duplex(4 << 20);
+            let (mut near, far) = tokio::io::duplex(64 << 10);
             let written = Arc::new(AtomicUsize::new(0));
             let far = Counted {
                 inner: far,
@@ -221,9 +225,11 @@ fn converse(plan: &Plan) -> Conversation {
                 .expect("the client's handshake");
             let sealed = link.seal(b"x").expect("the request sealed");
             near.write_all(&sealed).await.expect("the request sent");
-            let (spans, sent) = server.await.expect("the server");
+            // Read while the server writes (it may send more than the pipe holds); the end
+            // comes when the server is done and its side of the pipe is dropped.
             let mut wire = Vec::new();
             near.read_to_end(&mut wire).await.expect("the wire");
+            let (spans, sent) = server.await.expect("the server");
             Conversation {
                 link,
                 wire,
@@ -234,12 +240,26 @@ fn converse(plan: &Plan) -> Conversation {
     })
 }
 
-/// The wire fed to the link in reads of `lengths`, as `Conn::read_with` does: the plaintext,
-/// whether a failure ended it, and the bytes left with the connection.
-fn feed(link: &mut TlsLink, wire: &[u8], lengths: &[usize]) -> (Vec<u8>, bool, usize) {
+/// What the link made of the wire.
+struct Fed {
+    plaintext: Vec<u8>,
+    /// A failure ended it.
+    failed: bool,
+    /// Bytes left with the connection at the end (when it did not fail).
+    left: usize,
+}
+
+/// The wire fed to the link in reads of `lengths`, as `Conn::read_with` and `Conn::read_ready`
+/// do.
+fn feed(link: &mut TlsLink, wire: &[u8], lengths: &[usize]) -> Fed {
     let mut cipher = vec![0u8; TAIL_MAX + READ_BUF];
     let mut plain = vec![0u8; TAIL_MAX + READ_BUF];
-    let mut got = Vec::new();
+    let mut plaintext = Vec::new();
+    let failed = |plaintext| Fed {
+        plaintext,
+        failed: true,
+        left: 0,
+    };
     for read in cut_by_lengths(wire, lengths) {
         if link.closed() {
             break;
@@ -247,15 +267,34 @@ fn feed(link: &mut TlsLink, wire: &[u8], lengths: &[usize]) -> (Vec<u8>, bool, u
         let held = link.load_tail(&mut cipher);
         cipher[held..held + read.len()].copy_from_slice(read);
         match link.open(&mut cipher[..held + read.len()], &mut plain) {
-            Ok(len) => got.extend_from_slice(&plain[..len]),
-            Err(_) => return (got, true, 0),
+            Ok(len) => plaintext.extend_from_slice(&plain[..len]),
+            Err(_) => return failed(plaintext),
         }
         if link.take_failure().is_some() {
-            return (got, true, 0);
+            return failed(plaintext);
         }
     }
     let left = link.load_tail(&mut cipher);
-    (got, false, left)
+    Fed {
+        plaintext,
+        failed: false,
+        left,
+    }
+}
+
+/// The plaintext bytes of the writes whose span (start and end among the bytes the server
+/// sent) `keep` takes.
+fn plaintext_of(
+    spans: &[(usize, usize)],
+    writes: &[Vec<u8>],
+    keep: impl Fn(usize, usize) -> bool,
+) -> usize {
+    spans
+        .iter()
+        .zip(writes)
+        .filter(|(&(start, end), _)| keep(start, end))
+        .map(|(_, bytes)| bytes.len())
+        .sum()
 }
 
 fuzz_target!(|input: &[u8]| {
@@ -269,17 +308,17 @@ fuzz_target!(|input: &[u8]| {
         sent,
     } = converse(&plan);
     let lengths: Vec<usize> = plan.read_lengths.iter().map(|&n| n.min(READ_BUF)).collect();
-    let written = plan.writes.concat();
+    let all = plan.writes.concat();
     match plan.damage {
         None => {
-            let (got, failed, left) = feed(&mut link, &wire, &lengths);
-            assert!(!failed, "an undamaged wire failed");
+            let fed = feed(&mut link, &wire, &lengths);
+            assert!(!fed.failed, "an undamaged wire failed");
             assert!(
-                got == written,
+                fed.plaintext == all,
                 "the plaintext differs from what was written"
             );
             assert_eq!(link.closed(), plan.close_notify, "the close");
-            assert_eq!(left, 0, "bytes left with the connection");
+            assert_eq!(fed.left, 0, "bytes left with the connection");
             // The next request goes out after whatever rustls owes the server (its answer to a
             // key update), unless the server closed.
             if !plan.close_notify {
@@ -287,36 +326,44 @@ fuzz_target!(|input: &[u8]| {
             }
         }
         Some(_) if wire.is_empty() => {}
-        Some((at, xor)) => {
-            let at = at % wire.len();
+        Some((place, xor)) => {
+            let at = (usize::from(place) * wire.len()) >> 16;
             wire[at] ^= xor;
-            // The damaged byte among all the bytes the server sent.
+            // The damaged byte among all the bytes the server sent: the handshake read a
+            // prefix of them, and the wire is the rest.
             let damaged = sent - wire.len() + at;
-            let (got, failed, _) = feed(&mut link, &wire, &lengths);
-            let size = |keep: &dyn Fn(&(usize, usize)) -> bool| -> usize {
-                spans
-                    .iter()
-                    .zip(&plan.writes)
-                    .filter(|(span, _)| keep(span))
-                    .map(|(_, bytes)| bytes.len())
-                    .sum()
-            };
-            let before = size(&|&(_, end)| end <= damaged);
-            let begun = size(&|&(start, _)| start <= damaged);
-            assert!(written.starts_with(&got), "plaintext that was not written");
+            let fed = feed(&mut link, &wire, &lengths);
+            let got = fed.plaintext.len();
+            let before = plaintext_of(&spans, &plan.writes, |_, end| end <= damaged);
+            let begun = plaintext_of(&spans, &plan.writes, |start, _| start <= damaged);
             assert!(
-                got.len() >= before,
-                "{} bytes of plaintext, where the {before} before the damaged byte {damaged} (of {sent}) were due",
-                got.len()
+                all.starts_with(&fed.plaintext),
+                "plaintext that was not written"
             );
-            // rustls rebuilds a TLS 1.3 record's header for its check from the length alone
-            // (`make_tls13_aad`), so a damaged type or version byte there goes unnoticed and
-            // the records decrypt; only where the damage was noticed is the bound sharp.
             assert!(
-                !failed || got.len() <= begun,
-                "{} bytes of plaintext before the failure, where at most {begun} began before the damaged byte {damaged} (of {sent})",
-                got.len()
+                got >= before,
+                "{got} bytes of plaintext, where the {before} before the damaged byte {damaged} (of {sent}) were due"
             );
+            if fed.failed {
+                assert!(
+                    got <= begun,
+                    "{got} bytes of plaintext before the failure, where at most {begun} began before the damaged byte {damaged} (of {sent})"
+                );
+            } else if fed.left == 0 {
+                // rustls checks a TLS 1.3 record against a header rebuilt from its length
+                // alone (`make_tls13_aad`), so a damaged type or version byte can go unnoticed;
+                // then nothing else may have changed.
+                assert!(
+                    got == all.len(),
+                    "{got} of {} bytes of plaintext, with no failure and no bytes left (byte {damaged} of {sent} damaged)",
+                    all.len()
+                );
+                assert_eq!(
+                    link.closed(),
+                    plan.close_notify,
+                    "the close, damage unnoticed"
+                );
+            }
         }
     }
 });
