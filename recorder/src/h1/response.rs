@@ -470,10 +470,12 @@ mod tests {
     /// response read at once, fails on that.
     #[test]
     fn the_line_limit_does_not_depend_on_how_reads_cut_the_line() {
-        for (trailer, line_len) in [(false, MAX_SIZE_LINE), (false, MAX_SIZE_LINE + 1)]
-            .into_iter()
-            .chain([(true, MAX_SIZE_LINE), (true, MAX_SIZE_LINE + 1)])
-        {
+        for (trailer, line_len) in [
+            (false, MAX_SIZE_LINE),
+            (false, MAX_SIZE_LINE + 1),
+            (true, MAX_SIZE_LINE),
+            (true, MAX_SIZE_LINE + 1),
+        ] {
             // The line's bytes before its LF: `2;x…x\r` or `X-T: x…x\r`, line_len in all.
             let lead: &[u8] = if trailer { b"X-T: " } else { b"2;" };
             let mut line = lead.to_vec();
