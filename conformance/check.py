@@ -222,6 +222,17 @@ def cmd_stream(a, res):
     if not pairs:
         return
 
+    # 2b. The HTTP version: what the wire carried, and what the trace says the recorder got.
+    want = 'HTTP/2' if a.http2 else 'HTTP/1.1'
+    wrong = [f"id {r['id']}: {e['version']} on the wire" for r, e in pairs if e['version'] != want]
+    answered = sum(1 for r in trace['requests'] if r['status'])
+    h2 = health.get('http2_responses')
+    if h2 != (answered if a.http2 else 0):
+        wrong.append(f'trace: {h2} responses over HTTP/2 of {answered} answered')
+    res.row('http-version', not wrong, f'{len(pairs)}/{len(pairs)} streams {want} on the wire · '
+            f'trace: {h2} of {answered} responses over HTTP/2' if not wrong else
+            f'{len(wrong)} problems', wrong)
+
     # 3. Content chunks per request: the trace's classification against the tap's own.
     diff = []
     tot_trace = tot_tap = 0
@@ -542,6 +553,14 @@ def cmd_golden(a, res):
         res.row(f'golden:{name}', not diff, fig if not diff else '; '.join(diff), diff)
 
 
+# ---------------------------------------------------------------- the tap's HTTP/2 reading
+def cmd_tap_h2(a, res):
+    """tap_h2_selftest.py: the tap reads what python-hyper's h2 wrote, however it is cut."""
+    import tap_h2_selftest
+    ok, figure, problems = tap_h2_selftest.run()
+    res.row('tap-h2', ok, figure, problems)
+
+
 def cmd_table(a):
     rows = [json.loads(line) for line in open(a.results)] if os.path.exists(a.results) else []
     widths = [max([len(h)] + [len(str(r[k])) for r in rows])
@@ -571,6 +590,7 @@ def main():
     s.add_argument('--tap', required=True)
     s.add_argument('--expect', type=int, required=True, help='measured requests planned')
     s.add_argument('--timings', action='store_true', help='engine streams llama.cpp timings')
+    s.add_argument('--http2', action='store_true', help='the run must have used HTTP/2')
     s = sub.add_parser('aiperf', parents=[common])
     s.add_argument('--bin', required=True)
     s.add_argument('--export', required=True)
@@ -589,6 +609,7 @@ def main():
     s = sub.add_parser('golden', parents=[common])
     s.add_argument('--bin', required=True)
     s.add_argument('--dir', required=True, help='the golden files (tests/golden)')
+    sub.add_parser('tap-h2', parents=[common])
     s = sub.add_parser('fail', parents=[common])
     s.add_argument('--check', required=True)
     s.add_argument('--figure', required=True)
@@ -599,8 +620,10 @@ def main():
     res = Results(a.results, a.engine, a.api)
     try:
         {'stream': cmd_stream, 'aiperf': cmd_aiperf, 'keepalive': cmd_keepalive,
-         'crash': cmd_crash, 'golden': cmd_golden, 'fail': cmd_fail}[a.cmd](a, res)
-    except (OSError, ValueError, AssertionError, KeyError, subprocess.SubprocessError) as e:
+         'crash': cmd_crash, 'golden': cmd_golden, 'tap-h2': cmd_tap_h2,
+         'fail': cmd_fail}[a.cmd](a, res)
+    except (OSError, ValueError, AssertionError, KeyError, ImportError,
+            subprocess.SubprocessError) as e:
         # A trace the reader refuses, a missing export, a failing analyze: a failed check.
         res.row(f'{a.cmd}-step', False, f'{type(e).__name__}: {str(e)[:200]}')
         sys.exit(1)

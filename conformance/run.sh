@@ -4,7 +4,8 @@
 #   conformance/run.sh [--quick]
 #
 # Engines: llama-cpp-python's server, llama.cpp's llama-server, and LiteLLM's proxy in front of
-# llama-server, all serving Gemma-3-270M on 127.0.0.1. For each engine and each API (chat and
+# llama-server (twice: on uvicorn, HTTP/1.1, and on Hypercorn, HTTP/2), all serving Gemma-3-270M
+# on 127.0.0.1. For each engine and each API (chat and
 # completions, streaming) tokentrace records through tap.py, a proxy that parses the HTTP
 # itself, and check.py compares the trace (read with the reference reader) with the wire and
 # with the engine's own timings. Then AIPerf runs against two engines and its raw exports are
@@ -151,6 +152,11 @@ fail_row() { check fail --engine "$1" --api "$2" --check "$3" --figure "$4" || t
 # Every golden file through format/reference/read_trace.py and through `tokentrace inspect`.
 check golden --engine reference-reader --api - --bin "$BIN" --dir "$REPO/tests/golden" || true
 
+# ---------------------------------------------------------------- the tap's HTTP/2 reading
+# The HTTP/2 rows trust the tap's frame and header reading; it must first read a conversation
+# python-hyper's h2 writes with the shapes the servers here do not use (tap_h2_selftest.py).
+check tap-h2 --engine tap --api - || true
+
 # ---------------------------------------------------------------- servers
 declare -A PORT START_AT READY
 LLAMA_SERVER=$CACHE/llama-server/llama-server
@@ -186,16 +192,27 @@ start litellm "$RUN/litellm.log" env LITELLM_MASTER_KEY="$CONFORMANCE_LITELLM_KE
   --config "$RUN/litellm.yaml" --host 127.0.0.1 --port "${PORT[litellm]}"
 PID_LL=$STARTED_PID
 
+# The same proxy served by Hypercorn (its --run_hypercorn), which speaks HTTP/2: with prior
+# knowledge on plain TCP, and by ALPN over TLS. Its rows are "litellm-h2".
+PORT[litellm-h2]=$(free_port)
+START_AT[litellm-h2]=$SECONDS
+start litellm-h2 "$RUN/litellm-h2.log" env LITELLM_MASTER_KEY="$CONFORMANCE_LITELLM_KEY" \
+  "$CACHE/venv-litellm/bin/litellm" --config "$RUN/litellm.yaml" --host 127.0.0.1 \
+  --port "${PORT[litellm-h2]}" --run_hypercorn
+PID_LLH2=$STARTED_PID
+
 # Readiness: llama-server has /health; llama-cpp-python answers 404 there, so /v1/models;
 # LiteLLM's liveliness probe needs no key.
-READY[llama-server]=0; READY[llama-cpp-python]=0; READY[litellm]=0
+READY[llama-server]=0; READY[llama-cpp-python]=0; READY[litellm]=0; READY[litellm-h2]=0
 wait_ready llama-server "$PID_LS" "http://127.0.0.1:${PORT[llama-server]}/health" \
   && READY[llama-server]=1
 wait_ready llama-cpp-python "$PID_LCP" "http://127.0.0.1:${PORT[llama-cpp-python]}/v1/models" \
   && READY[llama-cpp-python]=1
 wait_ready litellm "$PID_LL" "http://127.0.0.1:${PORT[litellm]}/health/liveliness" \
   && READY[litellm]=1
-for e in llama-server llama-cpp-python litellm; do
+wait_ready litellm-h2 "$PID_LLH2" "http://127.0.0.1:${PORT[litellm-h2]}/health/liveliness" \
+  && READY[litellm-h2]=1
+for e in llama-server llama-cpp-python litellm litellm-h2; do
   if [ "${READY[$e]}" != 1 ]; then
     fail_row "$e" - server-ready "not ready within $READY_TIMEOUT s, see $RUN/$e.log"
     tail -5 "$RUN/$e.log" | sed 's/^/    /'
@@ -227,26 +244,32 @@ start_tap() {
 # ---------------------------------------------------------------- recorded through the tap
 # record_through_tap ENGINE API [CLIENT]: one tokentrace run through a fresh tap, then its
 # checks. With CLIENT (own, own-task or hyper) the tap serves TLS ($TLS_CERT) and the run uses
-# that client; its rows name the engine "ENGINE tls CLIENT".
+# that client; its rows name the engine "ENGINE tls CLIENT". Against litellm-h2 the run speaks
+# HTTP/2: `--http 2` (prior knowledge) on plain TCP, `--http auto` over TLS, where the tap
+# offers h2 by ALPN and the client takes it; the tap parses HTTP/2 (--h2).
 record_through_tap() {
   local engine=$1 api=$2 client=${3:-} name="$1-$2" label=$1
-  local key_args=() timing_args=() tap_args=() tls_args=() scheme=http
+  local key_args=() timing_args=() tap_args=() tls_args=() scheme=http http=1 h2_args=()
   if [ -n "$client" ]; then
     name="$name-tls-$client"; label="$engine tls $client"; scheme=https
     tap_args=(--tls-cert "$TLS_CERT" --tls-key "$TLS_KEY")
     tls_args=(--ca-cert "$TLS_CERT" --client "$client")
   fi
+  if [ "$engine" = litellm-h2 ]; then
+    tap_args+=(--h2); h2_args=(--http2)
+    if [ -n "$client" ]; then http=auto; else http=2; fi
+  fi
   local trace=$RUN/$name.trace taplog=$RUN/$name.tap.jsonl
-  [ "$engine" = litellm ] && key_args=(--api-key-env CONFORMANCE_LITELLM_KEY)
+  [[ $engine == litellm* ]] && key_args=(--api-key-env CONFORMANCE_LITELLM_KEY)
   [ "$engine" = llama-server ] && timing_args=(--timings)
   start_tap "$name" "$engine" "$api" tap "${tap_args[@]}" || return
   local tport=$TAP_PORT tap_pid=$TAP_PID
   log "record $name: $REQUESTS requests, concurrency $CONCURRENCY"
   local rc=0
-  # --http 1: the tap speaks HTTP/1.1 only. --capture raw: every event's payload is in the
-  # trace, so check.py can match it byte for byte with what the tap saw.
+  # --http 1 but against litellm-h2: the tap parses one version per run. --capture raw: every
+  # event's payload is in the trace, so check.py can match it byte for byte with what the tap saw.
   timeout "$RECORD_TIMEOUT" "$BIN" record --url "$scheme://127.0.0.1:$tport/v1" --model "$MODEL" \
-    --api "$api" --http 1 --requests "$REQUESTS" --concurrency "$CONCURRENCY" \
+    --api "$api" --http "$http" --requests "$REQUESTS" --concurrency "$CONCURRENCY" \
     --input-tokens "$INPUT_TOKENS" --max-tokens "$MAX_TOKENS" --extra-body "$EXTRA_BODY" \
     --capture raw --timeout "$REQUEST_TIMEOUT" --progress off \
     --label "engine=$engine" --label suite=conformance "${key_args[@]}" "${tls_args[@]}" -o "$trace" \
@@ -259,11 +282,11 @@ record_through_tap() {
   fi
   [ $rc -eq 0 ] || log "tokentrace record exit $rc for $name (checks say why)"
   check stream --bin "$BIN" --engine "$label" --api "$api" --trace "$trace" --tap "$taplog" \
-    --expect "$REQUESTS" "${timing_args[@]}" || true
+    --expect "$REQUESTS" "${timing_args[@]}" "${h2_args[@]}" || true
 }
 
 if [[ " $ONLY " == *" stream "* ]]; then
-  for engine in llama-cpp-python llama-server litellm; do
+  for engine in llama-cpp-python llama-server litellm litellm-h2; do
     [ "${READY[$engine]}" = 1 ] || continue
     for api in chat completions; do record_through_tap "$engine" "$api"; done
   done
@@ -275,6 +298,8 @@ if [[ " $ONLY " == *" stream "* ]]; then
       -subj /CN=localhost -addext basicConstraints=critical,CA:FALSE \
       -addext subjectAltName=IP:127.0.0.1,DNS:localhost >"$RUN/tap-cert.log" 2>&1; then
       for client in own own-task hyper; do record_through_tap llama-server chat "$client"; done
+      # HTTP/2 by ALPN, as a hosted API offers it: hyper's client (the own one is HTTP/1.1).
+      if [ "${READY[litellm-h2]}" = 1 ]; then record_through_tap litellm-h2 chat hyper; fi
     else
       fail_row "llama-server tls" chat tap "no certificate: $(tail -1 "$RUN/tap-cert.log")"
     fi

@@ -2,7 +2,7 @@
 """An independent witness between a client and an HTTP/1.1 server.
 
     tap.py --listen PORT --upstream 127.0.0.1:PORT --log exchanges.jsonl
-           [--tls-cert CERT.pem --tls-key KEY.pem]
+           [--tls-cert CERT.pem --tls-key KEY.pem] [--h2]
 
 Forwards bytes both ways unchanged and as soon as they arrive, and parses a copy of them itself
 (it shares no code with tokentrace): request heads and bodies, response heads, bodies framed by
@@ -17,15 +17,26 @@ With --tls-cert and --tls-key it serves TLS to the client (Python's ssl module, 
 OpenSSL: a TLS stack tokentrace shares nothing with), still forwards plaintext upstream, and
 logs the plaintext exchanges as above; closing a client connection sends close_notify.
 
-Standard library only; ends on SIGTERM or SIGINT.
+With --h2 the connections carry HTTP/2 instead (prior knowledge upstream; over TLS, offered to
+the client as h2 by ALPN): each stream is an exchange, its frames cut and its headers decoded by
+tap_h2.py, and its events parsed and timed as above.
+
+Standard library only, but for `hpack` (python-hyper's, installed with `h2`) under --h2;
+ends on SIGTERM or SIGINT.
 """
 import argparse
 import asyncio
+import codecs
 import json
 import signal
 import ssl
 import sys
 import time
+
+try:
+    from tap_h2 import H2Error, H2Frames
+except ImportError:  # no hpack: HTTP/1.1 only
+    H2Error = H2Frames = None
 
 # Response bodies that are not an event stream are kept up to this many bytes (error texts).
 BODY_KEEP = 4096
@@ -42,6 +53,9 @@ now = time.monotonic_ns
 
 class ParseError(Exception):
     pass
+
+
+PARSE_ERRORS = (ParseError, H2Error) if H2Error else (ParseError,)
 
 
 def parse_head(raw):
@@ -341,7 +355,7 @@ class Connection:
             return
         try:
             parse(data, t)
-        except ParseError as e:
+        except PARSE_ERRORS as e:
             self.broken = f'{side}: {e}'
 
     def _server_bytes(self, data, t):
@@ -426,8 +440,111 @@ class Connection:
                             parse_error=self.broken, forward_delays=self.forward_delays))
 
 
+class H2Connection(Connection):
+    """One client connection carrying HTTP/2: each stream is an exchange (RFC 9113), in the
+    order the client opened them. tap_h2.H2Frames cuts the frames and calls the methods below."""
+
+    def __init__(self, tap, cid):
+        super().__init__(tap, cid)
+        self.frames = H2Frames(self)
+        self.streams = {}  # stream id -> [exchange, Sse or None, kept body, UTF-8 decoder]
+        self.goaways = []
+
+    def client_bytes(self, data, t):
+        self._parse(lambda d, t: self.frames.feed('request', d, t), data, t, 'request')
+
+    def server_bytes(self, data, t):
+        self._parse(lambda d, t: self.frames.feed('response', d, t), data, t, 'response')
+
+    def headers(self, side, sid, headers, end_stream, t):
+        st = self.streams.get(sid)
+        if side == 'request':
+            if st is None:
+                pseudo = {n: v for n, v in headers if n.startswith(':')}
+                start = [pseudo.get(':method', ''), pseudo.get(':path', ''), 'HTTP/2']
+                ex = Exchange(self.cid, self.count, start, headers, t)
+                ex.rec['stream'] = sid
+                ex.rec['idle_before_ns'] = (t - self.last_response_end
+                                            if self.last_response_end is not None else None)
+                self.count += 1
+                st = self.streams[sid] = [ex, None, bytearray(), None]
+                self.waiting.append(ex)
+            if end_stream:  # with the head, or as the request's trailers
+                st[0].request_done(t)
+            return
+        if st is None:
+            raise H2Error(f'response headers on stream {sid}, which no request opened')
+        rec = st[0].rec
+        if rec['status'] is None:
+            status = dict(headers).get(':status', '')
+            status = int(status) if status.isdigit() else None
+            if status is not None and 100 <= status < 200:
+                return  # 100 Continue and friends: the real response follows
+            plain = [(n, v) for n, v in headers if not n.startswith(':')]
+            rec.update(status=status, response_headers=plain, t_response_head=t, framing='h2')
+            if 'text/event-stream' in (header(plain, 'content-type') or '').lower():
+                st[1] = Sse(st[0].api)
+                st[3] = codecs.getincrementaldecoder('utf-8')('replace')
+        if end_stream:
+            self.stream_done(sid, t, 'complete')
+
+    def data(self, side, sid, payload, end_stream, t):
+        st = self.streams.get(sid)
+        if st is None:
+            raise H2Error(f'DATA on stream {sid}, which no request opened')
+        ex, sse, kept, utf8 = st
+        if side == 'request':
+            ex.body += payload
+            if end_stream:
+                ex.request_done(t)
+            return
+        if ex.rec['status'] is None:
+            raise H2Error(f'DATA on stream {sid} before its response headers')
+        ex.rec['body_bytes'] += len(payload)
+        if sse is not None:
+            sse.feed(utf8.decode(payload), t)
+        elif len(kept) < BODY_KEEP:
+            kept += payload[:BODY_KEEP - len(kept)]
+        if end_stream:
+            self.stream_done(sid, t, 'complete')
+
+    def reset(self, side, sid, code, t):
+        if sid in self.streams:
+            who = 'client' if side == 'request' else 'upstream'
+            self.stream_done(sid, t, f'{who} reset the stream (error {code})')
+
+    def goaway(self, side, last, code, t):
+        self.goaways.append(dict(by='client' if side == 'request' else 'upstream',
+                                 last_stream=last, error=code, t=t))
+
+    def stream_done(self, sid, t, how):
+        ex, sse, kept, _ = self.streams.pop(sid)
+        self.waiting.remove(ex)
+        rec = ex.rec
+        rec['t_response_end'] = t
+        rec['end'] = how
+        if sse is not None:
+            rec['sse'] = sse.summary()
+        elif rec['status'] is not None:
+            rec['body'] = kept.decode('utf-8', 'replace')
+        if rec['status'] is not None:
+            self.last_response_end = t
+        self.tap.write(rec)
+
+    def closed(self, by, t):
+        for sid, (ex, *_) in list(self.streams.items()):
+            cut = 'mid-response' if ex.rec['status'] is not None else 'before response'
+            self.stream_done(sid, t, f'{by} closed {cut}')
+        idle = t - self.last_response_end if self.last_response_end is not None else None
+        self.tap.write(dict(type='connection', conn=self.cid, exchanges=self.count,
+                            closed_by=by, t_close=t, idle_at_close_ns=idle,
+                            parse_error=self.broken, forward_delays=self.forward_delays,
+                            protocol='h2', frames=self.frames.frames, goaways=self.goaways))
+
+
 class Tap:
-    def __init__(self, upstream, log):
+    def __init__(self, upstream, log, h2=False):
+        self.connection = H2Connection if h2 else Connection
         self.host, port = upstream.rsplit(':', 1)
         self.port = int(port)
         self.log = open(log, 'a', buffering=1)
@@ -439,8 +556,10 @@ class Tap:
     async def handle(self, c_reader, c_writer):
         cid = self.next_conn
         self.next_conn += 1
-        conn = Connection(self, cid)
-        self.write(dict(type='accept', conn=cid, t=now()))
+        conn = self.connection(self, cid)
+        tls = c_writer.get_extra_info('ssl_object')
+        self.write(dict(type='accept', conn=cid, t=now(),
+                        alpn=tls.selected_alpn_protocol() if tls else None))
         try:
             u_reader, u_writer = await asyncio.open_connection(self.host, self.port)
         except OSError as e:
@@ -488,14 +607,20 @@ async def main():
     ap.add_argument('--log', required=True, help='JSON lines file (appended)')
     ap.add_argument('--tls-cert', help='serve TLS with this certificate (PEM)')
     ap.add_argument('--tls-key', help="the certificate's private key (PEM)")
+    ap.add_argument('--h2', action='store_true',
+                    help='the connections carry HTTP/2 (TLS offers h2 by ALPN)')
     args = ap.parse_args()
+    if args.h2 and H2Frames is None:
+        ap.error('--h2 needs the hpack package')
     tls = None
     if args.tls_cert or args.tls_key:
         if not (args.tls_cert and args.tls_key):
             ap.error('--tls-cert and --tls-key go together')
         tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         tls.load_cert_chain(args.tls_cert, args.tls_key)
-    tap = Tap(args.upstream, args.log)
+        if args.h2:
+            tls.set_alpn_protocols(['h2'])
+    tap = Tap(args.upstream, args.log, args.h2)
     server = await asyncio.start_server(tap.handle, '127.0.0.1', args.listen, ssl=tls)
     port = server.sockets[0].getsockname()[1]
     scheme = 'https' if tls else 'http'

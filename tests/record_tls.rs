@@ -66,8 +66,9 @@ fn certificate_files() -> (tempfile::TempDir, std::path::PathBuf, std::path::Pat
     (dir, ca, key)
 }
 
-/// The simulator's own TLS, over both clients: every request streams, and the manifest names
-/// the path each run took.
+/// The simulator's own TLS, over both clients: every request streams, the manifest names the
+/// path each run took, and the run end counts the responses that came over HTTP/2 (the
+/// simulator offers h2 and HTTP/1.1 by ALPN: hyper's client takes h2 unless told `--http 1`).
 #[test]
 fn the_simulator_serves_tls_itself_to_both_clients() {
     let (dir, ca, key) = certificate_files();
@@ -79,11 +80,12 @@ fn the_simulator_serves_tls_itself_to_both_clients() {
     let url = server.base_url();
     assert!(url.starts_with("https://127.0.0.1:"), "{url}");
     // The own client offers only HTTP/1.1 by ALPN; `--http 2` is hyper's.
-    for (client, http, path) in [
-        ("own", "auto", "own-http1"),
-        ("own", "1", "own-http1"),
-        ("hyper", "1", "hyper"),
-        ("own", "2", "hyper"),
+    for (client, http, path, over_h2) in [
+        ("own", "auto", "own-http1", 0),
+        ("own", "1", "own-http1", 0),
+        ("hyper", "1", "hyper", 0),
+        ("hyper", "auto", "hyper", 4),
+        ("own", "2", "hyper", 4),
     ] {
         let out = dir.path().join(format!("{client}-{http}.tt"));
         let args = [
@@ -111,6 +113,11 @@ fn the_simulator_serves_tls_itself_to_both_clients() {
         assert_eq!(
             reader.manifest().extra["http_client"],
             path,
+            "--client {client} --http {http}"
+        );
+        assert_eq!(
+            reader.run_end().unwrap().client_health.http2_responses,
+            Some(over_h2),
             "--client {client} --http {http}"
         );
     }

@@ -465,6 +465,11 @@ pub struct ClientHealth {
     /// What is recorded of them is what the parser's path records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub events_read_whole: Option<u64>,
+    /// Responses of the load whose head came over HTTP/2: hyper's client with `--http 2`, or
+    /// with `--http auto` where TLS negotiated h2 by ALPN. The others came over HTTP/1.1
+    /// (the own client speaks nothing else).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http2_responses: Option<u64>,
     /// Requests checkpointed but never given a final record when the trace was finished
     /// (format 1.2, section 4.6): readers then chain their checkpoints.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -466,6 +466,7 @@ mod tests {
             own: None,
             reader: None,
             events_read_whole: Default::default(),
+            http2_responses: Default::default(),
         };
         let prompts = PromptPlan::from_file(&config, vec![Prompt::Text("hi".into())]);
         LoadShared {

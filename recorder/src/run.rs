@@ -131,6 +131,7 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
         // Set once the trace exists, with the own client.
         reader: None,
         events_read_whole: Default::default(),
+        http2_responses: Default::default(),
     };
     let (prompts, calibration) = match &config.prompts {
         PromptSource::Synthetic { input_tokens } => {
@@ -202,6 +203,7 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
         .map(|every| (writer.sender(), every));
     // The calibration probes' events are not the trace's.
     ctx.events_read_whole.store(0, Ordering::Relaxed);
+    ctx.http2_responses.store(0, Ordering::Relaxed);
     if client == ClientKind::Own {
         // The reader's copy of the context has no reader: the last handle, dropped with the
         // run's shared state below, stops the thread.
@@ -316,6 +318,7 @@ pub async fn run_async(config: RecordConfig) -> Result<RunSummary, RecordError> 
         server_closes_after_response: Some(closes.closed_after_response()),
         reader_sent_requests: Some(stats.reader_sent.load(Ordering::Relaxed)),
         events_read_whole: Some(shared.ctx.events_read_whole.load(Ordering::Relaxed)),
+        http2_responses: Some(shared.ctx.http2_responses.load(Ordering::Relaxed)),
         ..ClientHealth::default()
     };
     let end = RunEnd {

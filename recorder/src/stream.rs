@@ -83,6 +83,10 @@ pub struct StreamContext {
     /// the parser looking for the line's end (`SseParser::whole_known_event`;
     /// `client_health.events_read_whole`). Shared by every copy of the context.
     pub events_read_whole: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Responses of the load whose head came over HTTP/2 (hyper's client, `--http 2` or
+    /// `--http auto` where TLS negotiated h2; `client_health.http2_responses`). Shared by every
+    /// copy of the context.
+    pub http2_responses: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// A deadline this far away never fires within a run.
@@ -451,6 +455,10 @@ impl StreamState {
                 .map_or(now_ns, |clock| clock.arrival_ns(ctx.anchor_mono_ns, now_ns)),
         );
         self.record.meta.http_status = response.status().as_u16();
+        if response.version() == hyper::Version::HTTP_2 {
+            ctx.http2_responses
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         for name in KEPT_HEADERS {
             if let Some(value) = response.headers().get(name) {
                 let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
