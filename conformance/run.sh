@@ -4,13 +4,13 @@
 #   conformance/run.sh [--quick]
 #
 # Engines: llama-cpp-python's server, llama.cpp's llama-server, and LiteLLM's proxy in front of
-# llama-server (twice: on uvicorn, HTTP/1.1, and on Hypercorn, HTTP/2), all serving Gemma-3-270M
-# on 127.0.0.1. For each engine and each API (chat and
-# completions, streaming) tokentrace records through tap.py, a proxy that parses the HTTP
-# itself, and check.py compares the trace (read with the reference reader) with the wire and
-# with the engine's own timings. Then AIPerf runs against two engines and its raw exports are
-# imported and must reproduce AIPerf's own summary, and two keep-alive runs count connection
-# failures. Prints a table engine x API x check and exits 1 if any check failed.
+# llama-server (twice: on uvicorn, HTTP/1.1, and on Hypercorn, HTTP/2), all serving
+# Gemma-3-270M on 127.0.0.1. For each engine and each API (chat and completions, streaming)
+# tokentrace records through tap.py, a proxy that parses the HTTP itself, and check.py compares
+# the trace (read with the reference reader) with the wire and with the engine's own timings.
+# Then AIPerf runs against two engines and its raw exports are imported and must reproduce
+# AIPerf's own summary, and two keep-alive runs count connection failures. Prints a table
+# engine x API x check and exits 1 if any check failed.
 #
 # Environment:
 #   TOKENTRACE_BIN                 binary to test (default: cargo build --release in the repo)
@@ -30,7 +30,7 @@ ONLY=${TOKENTRACE_CONFORMANCE_ONLY:-stream aiperf keepalive crash}
 for arg in "$@"; do
   case $arg in
     --quick) QUICK=1 ;;
-    -h|--help) sed -n '2,20p' "$0" | cut -c3-; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0" | cut -c3-; exit 0 ;;
     *) echo "unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
@@ -266,8 +266,8 @@ record_through_tap() {
   local tport=$TAP_PORT tap_pid=$TAP_PID
   log "record $name: $REQUESTS requests, concurrency $CONCURRENCY"
   local rc=0
-  # --http 1 but against litellm-h2: the tap parses one version per run. --capture raw: every
-  # event's payload is in the trace, so check.py can match it byte for byte with what the tap saw.
+  # --http 1 (2 or auto against litellm-h2): the tap parses one version per run. --capture raw:
+  # every event's payload is in the trace, so check.py can match it byte for byte with the tap's.
   timeout "$RECORD_TIMEOUT" "$BIN" record --url "$scheme://127.0.0.1:$tport/v1" --model "$MODEL" \
     --api "$api" --http "$http" --requests "$REQUESTS" --concurrency "$CONCURRENCY" \
     --input-tokens "$INPUT_TOKENS" --max-tokens "$MAX_TOKENS" --extra-body "$EXTRA_BODY" \

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""An independent witness between a client and an HTTP/1.1 server.
+"""An independent witness between a client and an HTTP server.
 
     tap.py --listen PORT --upstream 127.0.0.1:PORT --log exchanges.jsonl
            [--tls-cert CERT.pem --tls-key KEY.pem] [--h2]
@@ -448,6 +448,10 @@ class H2Connection(Connection):
         super().__init__(tap, cid)
         self.frames = H2Frames(self)
         self.streams = {}  # stream id -> [exchange, Sse or None, kept body, UTF-8 decoder]
+        # Streams logged already: frames still in flight on them (after a reset, or a request
+        # body still coming after the response ended) are counted, not read.
+        self.ended = set()
+        self.late_frames = 0
         self.goaways = []
 
     def client_bytes(self, data, t):
@@ -457,6 +461,9 @@ class H2Connection(Connection):
         self._parse(lambda d, t: self.frames.feed('response', d, t), data, t, 'response')
 
     def headers(self, side, sid, headers, end_stream, t):
+        if sid in self.ended:
+            self.late_frames += 1
+            return
         st = self.streams.get(sid)
         if side == 'request':
             if st is None:
@@ -489,6 +496,9 @@ class H2Connection(Connection):
             self.stream_done(sid, t, 'complete')
 
     def data(self, side, sid, payload, end_stream, t):
+        if sid in self.ended:
+            self.late_frames += 1
+            return
         st = self.streams.get(sid)
         if st is None:
             raise H2Error(f'DATA on stream {sid}, which no request opened')
@@ -519,6 +529,7 @@ class H2Connection(Connection):
 
     def stream_done(self, sid, t, how):
         ex, sse, kept, _ = self.streams.pop(sid)
+        self.ended.add(sid)
         self.waiting.remove(ex)
         rec = ex.rec
         rec['t_response_end'] = t
@@ -539,7 +550,8 @@ class H2Connection(Connection):
         self.tap.write(dict(type='connection', conn=self.cid, exchanges=self.count,
                             closed_by=by, t_close=t, idle_at_close_ns=idle,
                             parse_error=self.broken, forward_delays=self.forward_delays,
-                            protocol='h2', frames=self.frames.frames, goaways=self.goaways))
+                            protocol='h2', frames=self.frames.frames,
+                            frames_after_stream_end=self.late_frames, goaways=self.goaways))
 
 
 class Tap:

@@ -12,6 +12,8 @@ its dynamic table stays the sender's. A handler gets what matters to an exchange
 
 `side` is 'request' (client to server) or 'response'; `t` is the time of the read that
 completed the frame. Padding is taken off; PRIORITY, PING and WINDOW_UPDATE are passed over.
+Each side must open with SETTINGS, and no frame may be larger than its receiver allows: bytes
+that are not HTTP/2 are said so at once, not waited on as a frame.
 """
 import hpack
 
@@ -19,10 +21,13 @@ PREFACE = b'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'
 DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY, WINDOW_UPDATE, \
     CONTINUATION = range(10)
 END_STREAM, ACK, END_HEADERS, PADDED, PRIORITY_FLAG = 0x1, 0x1, 0x4, 0x8, 0x20
-SETTINGS_HEADER_TABLE_SIZE = 0x1
-# Larger than any SETTINGS_MAX_FRAME_SIZE may allow (2^24 - 1): a length past it is not HTTP/2.
-FRAME_LIMIT = 1 << 24
-
+SETTINGS_MAX_FRAME_SIZE = 0x5
+# What a frame may carry until its receiver's SETTINGS says more (RFC 9113, section 4.2).
+DEFAULT_MAX_FRAME = 16384
+# A header table and a header list are the sender's to size (its peer's SETTINGS bound them);
+# hpack's own defaults (4 KiB, 64 KiB) would refuse legal ones.
+TABLE_LIMIT = HEADER_LIST_LIMIT = 1 << 30
+OTHER = {'request': 'response', 'response': 'request'}
 
 class H2Error(Exception):
     pass
@@ -44,6 +49,14 @@ class H2Frames:
         self.buf = {'request': bytearray(), 'response': bytearray()}
         self.preface_seen = False
         self.decoder = {'request': hpack.Decoder(), 'response': hpack.Decoder()}
+        for decoder in self.decoder.values():
+            # The tap reads what a sender's table holds, by the size updates in its blocks;
+            # holding the sender to its peer's SETTINGS is the peer's business, not a witness's.
+            decoder.max_allowed_table_size = TABLE_LIMIT
+            decoder.max_header_list_size = HEADER_LIST_LIMIT
+        # Largest frame each side may send: what the other side's SETTINGS allows.
+        self.max_frame = {'request': DEFAULT_MAX_FRAME, 'response': DEFAULT_MAX_FRAME}
+        self.settings_seen = {'request': False, 'response': False}
         # A header block waiting for its CONTINUATION frames: (its frames' stream, the stream
         # the handler is told of or None, END_STREAM, the fragment so far).
         self.block = {'request': None, 'response': None}
@@ -63,11 +76,18 @@ class H2Frames:
             self.preface_seen = True
         while len(buf) >= 9:
             length = int.from_bytes(buf[0:3], 'big')
-            if length >= FRAME_LIMIT:
-                raise H2Error(f'frame length {length}')
+            kind, flags = buf[3], buf[4]
+            # Each side's preface ends with SETTINGS: anything else (an HTTP/1.1 answer read as
+            # a frame head, say) is not HTTP/2, and is said so before its length is waited for.
+            if not self.settings_seen[side]:
+                if kind != SETTINGS or flags & ACK:
+                    raise H2Error(f'{side} side does not open with SETTINGS: '
+                                  f'{bytes(buf[:9])!r}')
+                self.settings_seen[side] = True
+            if length > self.max_frame[side]:
+                raise H2Error(f'{length}-byte frame, over the {self.max_frame[side]} allowed')
             if len(buf) < 9 + length:
                 return
-            kind, flags = buf[3], buf[4]
             stream = int.from_bytes(buf[5:9], 'big') & 0x7fffffff
             payload = bytes(buf[9:9 + length])
             del buf[:9 + length]
@@ -120,12 +140,12 @@ class H2Frames:
             self.handler.headers(side, stream, [(n.lower(), v) for n, v in headers], end_stream, t)
 
     def settings(self, side, payload):
-        """A side's SETTINGS_HEADER_TABLE_SIZE bounds the table of what the other side sends."""
+        """A side's SETTINGS_MAX_FRAME_SIZE: how large the other side's frames may be."""
         if len(payload) % 6:
             raise H2Error('SETTINGS of the wrong length')
-        other = 'response' if side == 'request' else 'request'
         for i in range(0, len(payload), 6):
-            ident = int.from_bytes(payload[i:i + 2], 'big')
-            if ident == SETTINGS_HEADER_TABLE_SIZE:
-                self.decoder[other].max_allowed_table_size = int.from_bytes(
-                    payload[i + 2:i + 6], 'big')
+            if int.from_bytes(payload[i:i + 2], 'big') == SETTINGS_MAX_FRAME_SIZE:
+                # Taken at once: the tap only needs a bound, and the sender may use it as soon
+                # as it has read this.
+                value = int.from_bytes(payload[i + 2:i + 6], 'big')
+                self.max_frame[OTHER[side]] = max(self.max_frame[OTHER[side]], value)

@@ -2,8 +2,8 @@
 
 The servers in the suite use few of HTTP/2's shapes (no padding, no CONTINUATION, no trailers,
 no resets). Here `h2`'s own client and server state machines write a conversation that uses
-them all, and the tap's `H2Connection` must read it, cut at every byte and in random pieces,
-as it was written: each stream's request, status, events and how it ended.
+them all, and the tap's `H2Connection` must read it as it was written, whole and however its
+writes are cut: each stream's request, status, events and how it ended.
 
     run() -> (ok, figure, problems)
 """
@@ -13,6 +13,7 @@ import random
 import h2.config
 import h2.connection
 import h2.events
+import h2.settings
 
 import tap
 
@@ -37,8 +38,9 @@ def conversation():
     server = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
     wire = []
 
-    def flush():
-        for side, conn, peer in (('request', client, server), ('response', server, client)):
+    def flush(first='request'):
+        sides = [('request', client, server), ('response', server, client)]
+        for side, conn, peer in sides if first == 'request' else sides[::-1]:
             data = conn.data_to_send()
             if data:
                 wire.append((side, data))
@@ -47,22 +49,32 @@ def conversation():
     client.initiate_connection()
     server.initiate_connection()
     flush()
+    flush()  # the client's ACK: h2 takes any ACK for all its pending SETTINGS
     body = json.dumps({'model': 'm', 'stream': True, 'max_tokens': 6}).encode()
     head = [(':method', 'POST'), (':path', '/v1/chat/completions'), (':scheme', 'http'),
             (':authority', '127.0.0.1'), ('x-request-id', 'req-1'),
             # Longer than a frame even compressed: HEADERS and CONTINUATION frames.
             ('x-filler', ''.join(random.Random(2).choices('abcdefghijklmnopqrstuvwxyz0123456789',
                                                           k=30000)))]
+    # The server shrinks the client's header table while the client's first block, made for
+    # the larger one, is on its way; the client's later blocks shrink it (a size update first).
+    server.update_settings({h2.settings.SettingCodes.HEADER_TABLE_SIZE: 100})
     client.send_headers(1, head)
     client.send_data(1, body[:10], pad_length=7)
     client.send_data(1, body[10:], end_stream=True)
+    flush(first='response')
     flush()
     # A client block between the server's two: each side's table must stay its own.
     server.send_headers(1, [(':status', '200'), ('content-type', 'text/event-stream')])
     flush()
-    client.send_headers(3, head[:4] + [('x-request-id', 'req-3')], end_stream=True)
+    client.send_headers(3, head[:4] + [('x-request-id', 'req-3')], end_stream=True,
+                        priority_weight=200, priority_depends_on=1)
+    client.send_headers(5, head[:4] + [('x-request-id', 'req-5')], end_stream=True)
     flush()
     server.send_headers(3, [(':status', '200'), ('content-type', 'text/event-stream')])
+    server.send_headers(5, [(':status', '200'), ('content-type', 'text/event-stream')])
+    server.send_data(5, EVENTS[0].encode())
+    flush()
     for i, ev in enumerate(EVENTS):
         # Split one event over two frames, and pad some.
         raw = ev.encode()
@@ -74,6 +86,9 @@ def conversation():
         if i == 1:
             server.send_data(3, EVENTS[0].encode())
             server.reset_stream(3, error_code=8)
+            # The client cancels stream 5 while the server's next event on it is on its way.
+            server.send_data(5, EVENTS[1].encode())
+            client.reset_stream(5, error_code=8)
         flush()
     server.send_headers(1, [('x-trailer', 'done')], end_stream=True)  # trailers end it
     flush()
@@ -83,6 +98,8 @@ def conversation():
         1: dict(x_request_id='req-1', status=200, end='complete', events=[e[6:-2] for e in EVENTS],
                 request_keys=['max_tokens', 'model', 'stream']),
         3: dict(x_request_id='req-3', status=200, end='upstream reset the stream (error 8)',
+                events=[EVENTS[0][6:-2]], request_keys=None),
+        5: dict(x_request_id='req-5', status=200, end='client reset the stream (error 8)',
                 events=[EVENTS[0][6:-2]], request_keys=None),
     }
     return wire, want
@@ -146,7 +163,23 @@ def run():
         problems += problems_in(read(wire, pieces), want, f'random trial {trial}')
         if len(problems) > 8:
             break
+    problems += not_http2()
     figure = (f'{len(wire)} writes, {total} bytes from h2\'s own client and server: '
-              f'CONTINUATION, padding, an event over two frames, trailers, a reset · read whole, '
-              f'cut in two at {len(cuts)} places and in {TRIALS} random cuttings')
+              f'CONTINUATION, padding, an event over two frames, trailers, resets both ways with '
+              f'a frame after one, a priority, a shrunk header table · read whole, cut in two at '
+              f'{len(cuts)} places and in {TRIALS} random cuttings · an HTTP/1.1 answer refused')
     return not problems, figure, problems[:20]
+
+
+def not_http2():
+    """An HTTP/1.1 answer to a client's HTTP/2 preface is a parse error at once, not a frame
+    the tap waits for."""
+    client = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    client.initiate_connection()
+    wire = [('request', client.data_to_send()),
+            ('response', b'HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n')]
+    conns = [r for r in read(wire, lambda d: [d]) if r['type'] == 'connection']
+    error = conns[0]['parse_error'] if conns else None
+    if not error or 'SETTINGS' not in error:
+        return [f'an HTTP/1.1 answer: parse error {error!r}']
+    return []
