@@ -207,11 +207,15 @@ PID_LLH2=$STARTED_PID
 PORT[nginx-h2]=$(free_port)
 START_AT[nginx-h2]=$SECONDS
 mkdir -p "$RUN/nginx-tmp"
+# Run as root, nginx's workers would be `nobody`, who cannot write the run folder.
+NGINX_USER=""
+[ "$(id -u)" = 0 ] && NGINX_USER="user root;"
 cat >"$RUN/nginx.conf" <<EOF
 daemon off;
+$NGINX_USER
 worker_processes 1;
 pid $RUN/nginx.pid;
-error_log $RUN/nginx-error.log info;
+error_log $RUN/nginx-h2.log info;
 events { worker_connections 1024; }
 http {
   access_log off;
@@ -232,9 +236,14 @@ http {
   }
 }
 EOF
-start nginx-h2 "$RUN/nginx.log" "$CACHE/nginx/nginx" -p "$RUN/nginx-tmp" -e "$RUN/nginx-error.log" \
-  -c "$RUN/nginx.conf"
-PID_NGX=$STARTED_PID
+PID_NGX=
+if [ -x "$CACHE/nginx/nginx" ]; then
+  start nginx-h2 "$RUN/nginx-h2.log" "$CACHE/nginx/nginx" -p "$RUN/nginx-tmp" \
+    -e "$RUN/nginx-h2.log" -c "$RUN/nginx.conf"
+  PID_NGX=$STARTED_PID
+else
+  log "no nginx in the cache (see install.sh's output above)"
+fi
 
 # Readiness: llama-server has /health; llama-cpp-python answers 404 there, so /v1/models;
 # LiteLLM's liveliness probe needs no key.
@@ -249,12 +258,12 @@ wait_ready litellm "$PID_LL" "http://127.0.0.1:${PORT[litellm]}/health/livelines
 wait_ready litellm-h2 "$PID_LLH2" "http://127.0.0.1:${PORT[litellm-h2]}/health/liveliness" \
   && READY[litellm-h2]=1
 # nginx answers only HTTP/2 there: curl with prior knowledge, through to llama-server's /health.
-wait_ready nginx-h2 "$PID_NGX" "http://127.0.0.1:${PORT[nginx-h2]}/health" --http2-prior-knowledge \
-  && READY[nginx-h2]=1
+[ -n "$PID_NGX" ] && wait_ready nginx-h2 "$PID_NGX" "http://127.0.0.1:${PORT[nginx-h2]}/health" \
+  --http2-prior-knowledge && READY[nginx-h2]=1
 for e in llama-server llama-cpp-python litellm litellm-h2 nginx-h2; do
   if [ "${READY[$e]}" != 1 ]; then
     fail_row "$e" - server-ready "not ready within $READY_TIMEOUT s, see $RUN/$e.log"
-    tail -5 "$RUN/$e.log" | sed 's/^/    /'
+    { tail -5 "$RUN/$e.log" 2>/dev/null || true; } | sed 's/^/    /'
   fi
 done
 
