@@ -407,17 +407,23 @@ class Connection:
     def response_done(self, t, how):
         ex, body, sse, kept = self.resp_cur
         self.resp_cur = None
+        if body.framing == 'chunked':
+            ex.rec['http_chunks'] = body.chunks
+        self.log_exchange(ex, sse, kept, t, how)
+
+    def log_exchange(self, ex, sse, kept, t, how):
+        """Writes exchange `ex`, ended at `t` as `how`: with its events or the body kept when a
+        response head came, with neither when none did."""
         self.waiting.remove(ex)
         rec = ex.rec
         rec['t_response_end'] = t
         rec['end'] = how
-        if body.framing == 'chunked':
-            rec['http_chunks'] = body.chunks
-        if sse is not None:
-            rec['sse'] = sse.summary()
-        else:
-            rec['body'] = kept.decode('utf-8', 'replace')
-        self.last_response_end = t
+        if rec['t_response_head'] is not None:
+            if sse is not None:
+                rec['sse'] = sse.summary()
+            else:
+                rec['body'] = kept.decode('utf-8', 'replace')
+            self.last_response_end = t
         self.tap.write(rec)
 
     def closed(self, by, t):
@@ -430,14 +436,15 @@ class Connection:
                 self.response_done(t, f'{by} closed mid-response')
         for ex in list(self.waiting):
             # Requests that never got a response head: what a client sees as a reset/EOF.
-            self.waiting.remove(ex)
-            ex.rec['end'] = f'{by} closed before response'
-            ex.rec['t_response_end'] = t
-            self.tap.write(ex.rec)
+            self.log_exchange(ex, None, None, t, f'{by} closed before response')
+        self.log_connection(by, t)
+
+    def log_connection(self, by, t, **more):
+        """Writes the connection's own line, with `more` fields of its protocol's."""
         idle = t - self.last_response_end if self.last_response_end is not None else None
         self.tap.write(dict(type='connection', conn=self.cid, exchanges=self.count,
                             closed_by=by, t_close=t, idle_at_close_ns=idle,
-                            parse_error=self.broken, forward_delays=self.forward_delays))
+                            parse_error=self.broken, forward_delays=self.forward_delays, **more))
 
 
 class H2Connection(Connection):
@@ -482,7 +489,7 @@ class H2Connection(Connection):
         if st is None:
             raise H2Error(f'response headers on stream {sid}, which no request opened')
         rec = st[0].rec
-        if rec['status'] is None:
+        if rec['t_response_head'] is None:
             status = dict(headers).get(':status', '')
             status = int(status) if status.isdigit() else None
             if status is not None and 100 <= status < 200:
@@ -508,7 +515,7 @@ class H2Connection(Connection):
             if end_stream:
                 ex.request_done(t)
             return
-        if ex.rec['status'] is None:
+        if ex.rec['t_response_head'] is None:
             raise H2Error(f'DATA on stream {sid} before its response headers')
         ex.rec['body_bytes'] += len(payload)
         if sse is not None:
@@ -530,28 +537,14 @@ class H2Connection(Connection):
     def stream_done(self, sid, t, how):
         ex, sse, kept, _ = self.streams.pop(sid)
         self.ended.add(sid)
-        self.waiting.remove(ex)
-        rec = ex.rec
-        rec['t_response_end'] = t
-        rec['end'] = how
-        if sse is not None:
-            rec['sse'] = sse.summary()
-        elif rec['status'] is not None:
-            rec['body'] = kept.decode('utf-8', 'replace')
-        if rec['status'] is not None:
-            self.last_response_end = t
-        self.tap.write(rec)
+        self.log_exchange(ex, sse, kept, t, how)
 
     def closed(self, by, t):
         for sid, (ex, *_) in list(self.streams.items()):
-            cut = 'mid-response' if ex.rec['status'] is not None else 'before response'
+            cut = 'mid-response' if ex.rec['t_response_head'] is not None else 'before response'
             self.stream_done(sid, t, f'{by} closed {cut}')
-        idle = t - self.last_response_end if self.last_response_end is not None else None
-        self.tap.write(dict(type='connection', conn=self.cid, exchanges=self.count,
-                            closed_by=by, t_close=t, idle_at_close_ns=idle,
-                            parse_error=self.broken, forward_delays=self.forward_delays,
-                            protocol='h2', frames=self.frames.frames,
-                            frames_after_stream_end=self.late_frames, goaways=self.goaways))
+        self.log_connection(by, t, protocol='h2', frames=self.frames.frames,
+                            frames_after_stream_end=self.late_frames, goaways=self.goaways)
 
 
 class Tap:

@@ -29,6 +29,7 @@ DEFAULT_MAX_FRAME = 16384
 TABLE_LIMIT = HEADER_LIST_LIMIT = 1 << 30
 OTHER = {'request': 'response', 'response': 'request'}
 
+
 class H2Error(Exception):
     pass
 
@@ -66,12 +67,10 @@ class H2Frames:
         buf = self.buf[side]
         buf += data
         if side == 'request' and not self.preface_seen:
+            if not PREFACE.startswith(bytes(buf[:len(PREFACE)])):
+                raise H2Error(f'no HTTP/2 preface: {bytes(buf[:24])!r}')
             if len(buf) < len(PREFACE):
-                if PREFACE.startswith(bytes(buf)):
-                    return
-                raise H2Error(f'no HTTP/2 preface: {bytes(buf[:24])!r}')
-            if buf[:len(PREFACE)] != PREFACE:
-                raise H2Error(f'no HTTP/2 preface: {bytes(buf[:24])!r}')
+                return
             del buf[:len(PREFACE)]
             self.preface_seen = True
         while len(buf) >= 9:
